@@ -1,0 +1,17 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "TelemetryBuffer",
+    platforms: [.macOS(.v10_15), .iOS(.v13), .tvOS(.v13), .watchOS(.v6)],
+    products: [
+        .library(name: "TelemetryBuffer", targets: ["TelemetryBuffer"]),
+        .executable(name: "telemetry-demo", targets: ["telemetry-demo"]),
+    ],
+    targets: [
+        .target(name: "TelemetryBuffer"),
+        .executableTarget(name: "telemetry-demo", dependencies: ["TelemetryBuffer"]),
+        .testTarget(name: "TelemetryBufferTests", dependencies: ["TelemetryBuffer"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,138 @@
+import Foundation
+
+/// Builds envelopes from stored item payloads, copying each payload's bytes verbatim.
+///
+/// Logs go into `log` items of at most `maxLogs` logs; spans into one envelope per trace with at most
+/// `maxSpans` spans and the trace's sampling context as the `trace` header. A `client_report` item may
+/// ride along in any envelope. Every `length` is the payload's byte count; every line ends in one LF.
+struct EnvelopeEncoder: Sendable {
+    /// The values of the dynamic sampling context that do not depend on the trace.
+    struct SamplingContext: Sendable {
+        var publicKey: String
+        var sampleRate: Double
+        var release: String?
+        var environment: String?
+        var organizationID: String?
+    }
+
+    /// `{"dsn":…,"sdk":{…}`: the envelope header without its closing brace.
+    private let envelopeHeaderPrefix: [UInt8]
+    private let sampling: SamplingContext
+
+    init(dsn: DSN, sdkName: String, sdkVersion: String, sampling: SamplingContext) {
+        let buffer = ByteBuffer(capacity: 256)
+        var writer = JSONWriter(appendingTo: buffer)
+        writer.raw("{\"dsn\":")
+        writer.string(dsn.string)
+        writer.raw(",\"sdk\":{\"name\":")
+        writer.string(sdkName)
+        writer.raw(",\"version\":")
+        writer.string(sdkVersion)
+        writer.byte(0x7D)
+        writer.finish()
+        envelopeHeaderPrefix = buffer.toArray()
+        self.sampling = sampling
+    }
+
+    /// One envelope of logs (`payloads.count` ≤ 100 by the caller's batching).
+    func logs(_ payloads: [UnsafeRawBufferPointer], report: ClientReport?) -> Envelope {
+        build(report: report) { writer in
+            writer.byte(0x7D)
+            writer.byte(0x0A)
+            container(payloads, header: "{\"type\":\"log\",\"item_count\":",
+                      contentType: "application/vnd.sentry.items.log+json", into: &writer)
+        }
+    }
+
+    /// One envelope of spans of one trace.
+    func spans(_ payloads: [UnsafeRawBufferPointer], trace: TraceID, report: ClientReport?) -> Envelope {
+        build(report: report) { writer in
+            writer.raw(",\"trace\":{\"trace_id\":\"")
+            writer.traceID(trace)
+            writer.raw("\",\"public_key\":")
+            writer.string(sampling.publicKey)
+            writer.raw(",\"sample_rate\":")
+            writer.string(sampling.sampleRate.description)
+            writer.raw(",\"sampled\":\"true\"")
+            if let release = sampling.release {
+                writer.raw(",\"release\":")
+                writer.string(release)
+            }
+            if let environment = sampling.environment {
+                writer.raw(",\"environment\":")
+                writer.string(environment)
+            }
+            if let organization = sampling.organizationID {
+                writer.raw(",\"org_id\":")
+                writer.string(organization)
+            }
+            writer.raw("}}\n")
+            container(payloads, header: "{\"type\":\"span\",\"item_count\":",
+                      contentType: "application/vnd.sentry.items.span.v2+json", into: &writer)
+        }
+    }
+
+    /// An envelope holding only a client report.
+    func clientReport(_ report: ClientReport) -> Envelope {
+        build(report: report) { writer in
+            writer.byte(0x7D)
+            writer.byte(0x0A)
+        }
+    }
+
+    /// Writes the header prefix, lets `body` finish the header line and add items, then appends the report.
+    private func build(report: ClientReport?, _ body: (inout JSONWriter) -> Void) -> Envelope {
+        let buffer = ByteBuffer(capacity: 4096)
+        var writer = JSONWriter(appendingTo: buffer)
+        writer.raw(envelopeHeaderPrefix)
+        body(&writer)
+        if let report { clientReportItem(report, into: &writer) }
+        writer.finish()
+        return Envelope(bytes: buffer.toArray())
+    }
+
+    private func container(
+        _ payloads: [UnsafeRawBufferPointer], header: StaticString, contentType: StaticString,
+        into writer: inout JSONWriter
+    ) {
+        // {"items":[p1,p2,…]}: 10 + 2 bytes of brackets plus one comma between payloads.
+        let length = payloads.reduce(12 + max(0, payloads.count - 1)) { $0 + $1.count }
+        writer.raw(header)
+        writer.integer(Int64(payloads.count))
+        writer.raw(",\"content_type\":\"")
+        writer.raw(contentType)
+        writer.raw("\",\"length\":")
+        writer.integer(Int64(length))
+        writer.raw("}\n{\"items\":[")
+        for (index, payload) in payloads.enumerated() {
+            if index > 0 { writer.byte(0x2C) }
+            writer.raw(payload)
+        }
+        writer.raw("]}\n")
+    }
+
+    private func clientReportItem(_ report: ClientReport, into writer: inout JSONWriter) {
+        let buffer = ByteBuffer(capacity: 256)
+        var payload = JSONWriter(appendingTo: buffer)
+        payload.raw("{\"timestamp\":")
+        payload.integer(Int64(Date().timeIntervalSince1970.rounded(.down)))
+        payload.raw(",\"discarded_events\":[")
+        for (index, entry) in report.entries.enumerated() {
+            if index > 0 { payload.byte(0x2C) }
+            payload.raw("{\"reason\":")
+            payload.string(entry.reason.rawValue)
+            payload.raw(",\"category\":")
+            payload.string(entry.category.rawValue)
+            payload.raw(",\"quantity\":")
+            payload.integer(Int64(entry.quantity))
+            payload.byte(0x7D)
+        }
+        payload.raw("]}")
+        payload.finish()
+        writer.raw("{\"type\":\"client_report\",\"length\":")
+        writer.integer(Int64(buffer.count))
+        writer.raw("}\n")
+        writer.raw(buffer.bytes)
+        writer.byte(0x0A)
+    }
+}

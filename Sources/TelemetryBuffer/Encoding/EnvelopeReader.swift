@@ -1,0 +1,87 @@
+import Foundation
+
+/// A strict reader of envelope framing: every item header is one JSON object on one line, every payload
+/// is exactly `length` bytes followed by one LF or the end, and nothing follows the last item.
+///
+/// The library uses it to account for envelopes it evicts and to inspect its folders; it does not
+/// interpret payloads.
+struct EnvelopeReader {
+    /// An envelope that is not well-formed, with the byte offset where reading stopped.
+    struct Malformed: Error, CustomStringConvertible {
+        var offset: Int
+        var reason: String
+        var description: String { "malformed envelope at byte \(offset): \(reason)" }
+    }
+
+    /// One item: its header fields and where its payload lies.
+    struct Item {
+        var type: String
+        var itemCount: Int?
+        var header: [String: Any]
+        var payload: Range<Int>
+    }
+
+    /// The envelope header's fields.
+    var header: [String: Any]
+    /// The items in order.
+    var items: [Item]
+
+    init(_ bytes: [UInt8]) throws {
+        var offset = 0
+        func line() throws -> [String: Any] {
+            let end = bytes[offset...].firstIndex(of: 0x0A) ?? bytes.count
+            let object = try JSONSerialization.jsonObject(with: Data(bytes[offset..<end]))
+            guard let fields = object as? [String: Any] else {
+                throw Malformed(offset: offset, reason: "a header is not a JSON object")
+            }
+            offset = min(end + 1, bytes.count)
+            return fields
+        }
+        do { header = try line() } catch let error as Malformed { throw error } catch {
+            throw Malformed(offset: 0, reason: "the envelope header is not JSON")
+        }
+        items = []
+        while offset < bytes.count {
+            let start = offset
+            let fields: [String: Any]
+            do { fields = try line() } catch let error as Malformed { throw error } catch {
+                throw Malformed(offset: start, reason: "an item header is not JSON")
+            }
+            guard let type = fields["type"] as? String else {
+                throw Malformed(offset: start, reason: "an item header has no type")
+            }
+            guard let length = fields["length"] as? Int, length >= 0 else {
+                throw Malformed(offset: start, reason: "an item header has no length")
+            }
+            guard length <= bytes.count - offset else {
+                throw Malformed(offset: offset, reason: "the payload is shorter than its length \(length)")
+            }
+            let payload = offset..<offset + length
+            offset += length
+            if offset < bytes.count {
+                guard bytes[offset] == 0x0A else {
+                    throw Malformed(offset: offset, reason: "a payload is not followed by LF")
+                }
+                offset += 1
+            }
+            items.append(Item(type: type, itemCount: fields["item_count"] as? Int, header: fields, payload: payload))
+        }
+    }
+
+    /// Items of telemetry the envelope carries by data category, as a client report would count them.
+    func discardCounts() -> [(DataCategory, Int)] {
+        var counts: [(DataCategory, Int)] = []
+        for item in items {
+            switch item.type {
+            case "log":
+                counts.append((.logItem, item.itemCount ?? 1))
+                counts.append((.logByte, item.payload.count))
+            case "span":
+                counts.append((.span, item.itemCount ?? 1))
+            default:
+                break
+            }
+        }
+        return counts
+    }
+}

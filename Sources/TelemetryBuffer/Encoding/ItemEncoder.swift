@@ -1,0 +1,195 @@
+/// Encodes logs and spans to the JSON objects that go, byte for byte, into envelope payloads.
+///
+/// It runs on the calling thread inside `add`, once per item. The buffer's default attributes are
+/// pre-encoded at start-up, so adding them is a copy; an item's own attribute with the same key wins.
+/// A span's object always starts with `{"trace_id":"<32 hex>"`, which lets readers group stored spans
+/// by trace without parsing JSON (see `traceID(ofSpan:)`).
+struct ItemEncoder: Sendable {
+    private struct DefaultAttribute: Sendable {
+        let key: String
+        /// `"key":{"value":…,"type":…}`
+        let fragment: [UInt8]
+    }
+
+    private let defaults: [DefaultAttribute]
+    private static let spanPrefix = Array("{\"trace_id\":\"".utf8)
+
+    /// `defaults` are appended to every item unless the item has an attribute with the same key.
+    init(defaults: Attributes) {
+        self.defaults = defaults.map { attribute in
+            let buffer = ByteBuffer(capacity: 128)
+            var writer = JSONWriter(appendingTo: buffer)
+            writer.attribute(key: attribute.key, value: attribute.value)
+            writer.finish()
+            return DefaultAttribute(key: attribute.key, fragment: buffer.toArray())
+        }
+    }
+
+    func encode(_ log: Log, into writer: inout JSONWriter) {
+        writer.raw("{\"timestamp\":")
+        writer.timestamp(log.timestamp)
+        writer.raw(",\"trace_id\":\"")
+        writer.traceID(log.traceID)
+        if let spanID = log.spanID {
+            writer.raw("\",\"span_id\":\"")
+            writer.hex(spanID.value)
+        }
+        writer.raw("\",\"level\":\"")
+        writer.level(log.level)
+        writer.raw("\",\"severity_number\":")
+        writer.integer(Int64(log.severityNumber))
+        writer.raw(",\"body\":")
+        writer.string(log.body)
+        writer.raw(",\"attributes\":")
+        attributes(log.attributes, into: &writer)
+        writer.byte(0x7D)
+    }
+
+    func encode(_ span: Span, into writer: inout JSONWriter) {
+        writer.raw("{\"trace_id\":\"")
+        writer.traceID(span.traceID)
+        writer.raw("\",\"span_id\":\"")
+        writer.hex(span.spanID.value)
+        if let parent = span.parentSpanID {
+            writer.raw("\",\"parent_span_id\":\"")
+            writer.hex(parent.value)
+        }
+        writer.raw("\",\"name\":")
+        writer.string(span.name)
+        writer.raw(span.status == .ok ? ",\"status\":\"ok\"" : ",\"status\":\"error\"")
+        writer.raw(span.isSegment ? ",\"is_segment\":true" : ",\"is_segment\":false")
+        writer.raw(",\"start_timestamp\":")
+        writer.timestamp(span.startTimestamp)
+        writer.raw(",\"end_timestamp\":")
+        writer.timestamp(span.endTimestamp)
+        writer.raw(",\"attributes\":")
+        attributes(span.attributes, into: &writer)
+        if !span.links.isEmpty {
+            writer.raw(",\"links\":[")
+            for (index, link) in span.links.enumerated() {
+                if index > 0 { writer.byte(0x2C) }
+                writer.raw("{\"trace_id\":\"")
+                writer.traceID(link.traceID)
+                writer.raw("\",\"span_id\":\"")
+                writer.hex(link.spanID.value)
+                writer.byte(0x22)
+                if let sampled = link.sampled {
+                    writer.raw(sampled ? ",\"sampled\":true" : ",\"sampled\":false")
+                }
+                if !link.attributes.isEmpty {
+                    writer.raw(",\"attributes\":{")
+                    writer.attributeList(link.attributes)
+                    writer.byte(0x7D)
+                }
+                writer.byte(0x7D)
+            }
+            writer.byte(0x5D)
+        }
+        writer.byte(0x7D)
+    }
+
+    private func attributes(_ attributes: Attributes, into writer: inout JSONWriter) {
+        writer.byte(0x7B)
+        var first = !writer.attributeList(attributes)
+        for attribute in defaults where !attributes.contains(attribute.key) {
+            if !first { writer.byte(0x2C) }
+            first = false
+            writer.raw(attribute.fragment)
+        }
+        writer.byte(0x7D)
+    }
+
+    /// The trace of a span payload written by this encoder, or `nil` if the bytes do not start as it writes.
+    static func traceID(ofSpan payload: UnsafeRawBufferPointer) -> TraceID? {
+        let start = spanPrefix.count
+        guard payload.count >= start + 33,
+              payload.prefix(start).elementsEqual(spanPrefix),
+              payload[start + 32] == 0x22,
+              let high = HexDigits.parse(payload[start..<start + 16]),
+              let low = HexDigits.parse(payload[start + 16..<start + 32])
+        else { return nil }
+        return TraceID(high: high, low: low)
+    }
+}
+
+extension JSONWriter {
+    mutating func traceID(_ id: TraceID) {
+        hex(id.high)
+        hex(id.low)
+    }
+
+    mutating func level(_ level: Log.Level) {
+        switch level {
+        case .trace: raw("trace")
+        case .debug: raw("debug")
+        case .info: raw("info")
+        case .warn: raw("warn")
+        case .error: raw("error")
+        case .fatal: raw("fatal")
+        }
+    }
+
+    /// Writes `"k":{…},…` for each attribute; returns whether it wrote any.
+    @discardableResult
+    mutating func attributeList(_ attributes: Attributes) -> Bool {
+        var first = true
+        for attribute in attributes {
+            if !first { byte(0x2C) }
+            first = false
+            self.attribute(key: attribute.key, value: attribute.value)
+        }
+        return !first
+    }
+
+    /// Writes `"key":{"value":…,"type":"…"}`, applying the non-finite double rule of `AttributeValue`.
+    mutating func attribute(key: String, value: AttributeValue) {
+        string(key)
+        raw(":{\"value\":")
+        switch value {
+        case .string(let text):
+            string(text)
+            raw(",\"type\":\"string\"}")
+        case .integer(let number):
+            integer(number)
+            raw(",\"type\":\"integer\"}")
+        case .double(let number) where number.isFinite:
+            double(number)
+            raw(",\"type\":\"double\"}")
+        case .double(let number):
+            nonFinite(number)
+            raw(",\"type\":\"string\"}")
+        case .boolean(let flag):
+            raw(flag ? "true,\"type\":\"boolean\"}" : "false,\"type\":\"boolean\"}")
+        case .stringArray(let texts):
+            array(texts) { $0.string($1) }
+        case .integerArray(let numbers):
+            array(numbers) { $0.integer($1) }
+        case .doubleArray(let numbers) where numbers.allSatisfy(\.isFinite):
+            array(numbers) { $0.double($1) }
+        case .doubleArray(let numbers):
+            array(numbers) { writer, number in
+                if number.isFinite { writer.string(number.description) } else { writer.nonFinite(number) }
+            }
+        case .booleanArray(let flags):
+            array(flags) { $0.raw($1 ? "true" : "false") }
+        }
+    }
+
+    private mutating func array<T>(_ elements: [T], _ element: (inout JSONWriter, T) -> Void) {
+        byte(0x5B)
+        for (index, value) in elements.enumerated() {
+            if index > 0 { byte(0x2C) }
+            element(&self, value)
+        }
+        raw("],\"type\":\"array\"}")
+    }
+
+    /// `"NaN"`, `"Infinity"` or `"-Infinity"`.
+    private mutating func nonFinite(_ number: Double) {
+        if number.isNaN {
+            raw("\"NaN\"")
+        } else {
+            raw(number < 0 ? "\"-Infinity\"" : "\"Infinity\"")
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// A parsed Sentry DSN: `{scheme}://{public_key}[:{secret}]@{host}[:{port}]{path}/{project_id}`.
+public struct DSN: Sendable, Hashable, CustomStringConvertible {
+    /// The DSN exactly as given; it is what the per-DSN folder name is hashed from.
+    public let string: String
+    /// `http` or `https`.
+    public let scheme: String
+    /// The public key (`sentry_key`).
+    public let publicKey: String
+    /// The deprecated secret key, if the DSN has one; never required.
+    public let secretKey: String?
+    /// The host, without port.
+    public let host: String
+    /// The port, if given.
+    public let port: Int?
+    /// The path before the project ID, without a trailing slash (usually empty).
+    public let path: String
+    /// The project ID.
+    public let projectID: String
+
+    /// Parses a DSN, or throws `TelemetryBufferError.invalidDSN` saying which part is wrong.
+    public init(_ string: String) throws {
+        func fail(_ reason: String) -> TelemetryBufferError { .invalidDSN(string, reason: reason) }
+        guard !string.isEmpty else { throw fail("it is empty") }
+        guard let components = URLComponents(string: string) else { throw fail("it is not a URL") }
+        guard let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw fail("the scheme must be http or https")
+        }
+        guard let publicKey = components.user, !publicKey.isEmpty else {
+            throw fail("the public key (the part before '@') is missing")
+        }
+        guard let host = components.host, !host.isEmpty else { throw fail("the host is missing") }
+        guard components.query == nil, components.fragment == nil else {
+            throw fail("it must not have a query or fragment")
+        }
+        var segments = components.path.split(separator: "/", omittingEmptySubsequences: false)
+        if segments.last == "" { segments.removeLast() }
+        guard let project = segments.last, !project.isEmpty, segments.count >= 2 else {
+            throw fail("the project ID (the last path component) is missing")
+        }
+        self.string = string
+        self.scheme = scheme
+        self.publicKey = publicKey
+        self.secretKey = components.password.flatMap { $0.isEmpty ? nil : $0 }
+        self.host = host
+        self.port = components.port
+        self.path = segments.dropLast().joined(separator: "/")
+        self.projectID = String(project)
+    }
+
+    /// The envelope endpoint: `{scheme}://{host}[:{port}]{path}/api/{project_id}/envelope/`.
+    public var envelopeEndpoint: URL {
+        let authority = port.map { "\(host):\($0)" } ?? host
+        return URL(string: "\(scheme)://\(authority)\(path)/api/\(projectID)/envelope/")!
+    }
+
+    /// The organisation ID encoded in SaaS hosts such as `o7.ingest.us.sentry.io`, for the sampling context.
+    public var organizationID: String? {
+        guard host.first == "o", let dot = host.firstIndex(of: ".") else { return nil }
+        let digits = host[host.index(after: host.startIndex)..<dot]
+        return !digits.isEmpty && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber)
+            ? String(digits) : nil
+    }
+
+    /// The DSN as given.
+    public var description: String { string }
+}

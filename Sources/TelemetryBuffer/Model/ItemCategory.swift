@@ -1,0 +1,15 @@
+/// What a stored record holds. The raw value is the category byte of the record framing.
+enum ItemCategory: UInt8, Sendable, CaseIterable {
+    case log = 1
+    case span = 2
+}
+
+/// A 16-byte item ID: a random per-buffer nonce and a sequence number.
+///
+/// It lives in the record framing, never in the JSON, and is what start-up recovery dedupes on. The
+/// nonce keeps IDs of different buffer lifetimes apart; the sequence makes IDs of one lifetime unique
+/// without a random draw (and without a syscall) per item, and records their order of arrival.
+struct ItemID: Hashable, Sendable {
+    var nonce: UInt64
+    var sequence: UInt64
+}

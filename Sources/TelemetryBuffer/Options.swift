@@ -1,0 +1,82 @@
+import Foundation
+
+/// How a `TelemetryBuffer` batches and stores. Every limit is checked when the buffer is created.
+public struct Options: Sendable {
+    /// How the buffer keeps items between `add` and the envelope on disk.
+    public enum Strategy: String, Sendable, CaseIterable {
+        /// Items stay in memory, pre-serialized in one contiguous region, and are written as envelopes on
+        /// flush. A process death before the flush loses them (a crash handler is planned).
+        case flushAll
+        /// Items are appended to a file on the calling thread (not yet available).
+        case fileStreamCache
+        /// Items are copied into a memory-mapped crash-safe list and a background file (not yet available).
+        case doubleRotatingBuffer
+    }
+
+    /// The Sentry DSN, `https://<public key>@<host>/<project id>`.
+    public var dsn: String
+    /// The folder the buffer keeps its files in; one subfolder per DSN (SHA-1 of the DSN, 40 hex digits).
+    public var cacheDirectory: URL = Options.defaultCacheDirectory
+    /// The buffering strategy.
+    public var strategy: Strategy = .flushAll
+    /// Seconds from the first buffered item to the forward of everything; in (0, 30].
+    public var flushInterval: TimeInterval = 5
+    /// Logs that trigger a forward, and the most per envelope; 1...100.
+    public var maxLogsPerBatch = 100
+    /// Spans that trigger a forward, and the most per envelope; 1...1000.
+    public var maxSpansPerBatch = 1000
+    /// Buffered bytes (framed) that trigger a forward; also bounds every envelope's item payload;
+    /// 4 KiB...1 MiB. A single item larger than this is rejected.
+    public var maxBatchBytes = 1 << 20
+    /// Envelopes kept on disk; storing one more evicts the oldest (`cache_overflow`). At least 1.
+    public var maxCachedEnvelopes = 30
+    /// Envelopes older than this are removed when a buffer starts. More than 0.
+    public var maxEnvelopeAge: TimeInterval = 7 * 24 * 3600
+    /// The SDK name, sent in envelope headers and as the `sentry.sdk.name` attribute.
+    public var sdkName = "sentry.swift.telemetry-buffer"
+    /// The SDK version, sent in envelope headers and as the `sentry.sdk.version` attribute.
+    public var sdkVersion = TelemetryBuffer.version
+    /// Added to every item as `sentry.environment` and to span envelopes' sampling context.
+    public var environment: String?
+    /// Added to every item as `sentry.release` and to span envelopes' sampling context.
+    public var release: String?
+    /// The trace sample rate the app samples with, sent as `sample_rate` of span envelopes' sampling
+    /// context (every span that reaches the buffer was sampled); in (0, 1].
+    public var tracesSampleRate = 1.0
+    /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`.
+    public var transport: (any Transport)?
+    /// Receives the buffer's own diagnostics (drops, I/O failures). Called on the buffer's background
+    /// queue or the calling thread; keep it fast.
+    public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
+
+    /// Options with every default and the given DSN.
+    public init(dsn: String) { self.dsn = dsn }
+
+    /// The platform's caches folder plus `io.telemetrybuffer` (on Linux `$XDG_CACHE_HOME` or `~/.cache`).
+    public static var defaultCacheDirectory: URL {
+        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        return caches.appendingPathComponent("io.telemetrybuffer", isDirectory: true)
+    }
+
+    /// Throws `TelemetryBufferError.invalidOption` for the first limit out of range.
+    func validate() throws {
+        func check(_ valid: Bool, _ name: String, _ reason: String) throws {
+            if !valid { throw TelemetryBufferError.invalidOption(name: name, reason: reason) }
+        }
+        try check(flushInterval > 0 && flushInterval <= 30, "flushInterval",
+                  "must be more than 0 and at most 30 seconds (the protocol maximum), not \(flushInterval)")
+        try check((1...100).contains(maxLogsPerBatch), "maxLogsPerBatch",
+                  "must be 1...100 (the protocol maximum), not \(maxLogsPerBatch)")
+        try check((1...1000).contains(maxSpansPerBatch), "maxSpansPerBatch",
+                  "must be 1...1000 (the protocol maximum), not \(maxSpansPerBatch)")
+        try check((4096...(1 << 20)).contains(maxBatchBytes), "maxBatchBytes",
+                  "must be 4096...1048576 (1 MiB, the protocol's item limit), not \(maxBatchBytes)")
+        try check(maxCachedEnvelopes >= 1, "maxCachedEnvelopes", "must be at least 1, not \(maxCachedEnvelopes)")
+        try check(maxEnvelopeAge > 0, "maxEnvelopeAge", "must be more than 0 seconds, not \(maxEnvelopeAge)")
+        try check(tracesSampleRate > 0 && tracesSampleRate <= 1, "tracesSampleRate",
+                  "must be more than 0 and at most 1, not \(tracesSampleRate)")
+        try check(!sdkName.isEmpty, "sdkName", "must not be empty")
+        try check(!sdkVersion.isEmpty, "sdkVersion", "must not be empty")
+    }
+}

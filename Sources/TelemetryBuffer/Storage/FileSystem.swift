@@ -1,0 +1,86 @@
+import Foundation
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Thin, honest wrappers of the POSIX calls the storage layer makes; failures become
+/// `TelemetryBufferError.fileSystem` with the errno and the path.
+enum FileSystem {
+    /// Creates `url` and its parents if missing, and checks it is a writable directory.
+    static func makeDirectory(_ url: URL) throws {
+        let path = url.path
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        } catch {
+            throw TelemetryBufferError.unusableCacheDirectory(path: path, reason: "cannot create it (\(error))")
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw TelemetryBufferError.unusableCacheDirectory(path: path, reason: "it is not a directory")
+        }
+        guard access(path, W_OK | X_OK) == 0 else {
+            throw TelemetryBufferError.unusableCacheDirectory(path: path, reason: "it is not writable (\(errnoText()))")
+        }
+    }
+
+    /// An open descriptor of a directory, for `fsync` after renames into it.
+    static func openDirectory(_ url: URL) throws -> Int32 {
+        let fd = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw error("open", url.path) }
+        return fd
+    }
+
+    /// Writes `bytes` to `name` in the directory `directoryFD` atomically and durably: a temporary file
+    /// in the same directory, `fsync`, `rename`, then `fsync` of the directory. A reader listing the
+    /// directory sees either no file or the whole file, never a part; after a power loss, the same.
+    static func writeAtomically(
+        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: Int32, directoryPath: String
+    ) throws {
+        let fd = openat(directoryFD, temporaryName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw error("open", directoryPath + "/" + temporaryName) }
+        var renamed = false
+        defer { if !renamed { unlinkat(directoryFD, temporaryName, 0) } }
+        do {
+            defer { close(fd) }
+            try writeAll(fd, bytes, path: directoryPath + "/" + temporaryName)
+            guard fsync(fd) == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
+        }
+        guard renameat(directoryFD, temporaryName, directoryFD, name) == 0 else {
+            throw error("rename", directoryPath + "/" + name)
+        }
+        renamed = true
+        guard fsync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
+    }
+
+    /// `write` until every byte is written, retrying on EINTR and short writes.
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+        try bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw error("write", path)
+                }
+                offset += written
+            }
+        }
+    }
+
+    /// Removes `name` from the directory; a missing file is not an error.
+    static func remove(_ name: String, directoryFD: Int32, directoryPath: String) throws {
+        guard unlinkat(directoryFD, name, 0) == 0 || errno == ENOENT else {
+            throw error("unlink", directoryPath + "/" + name)
+        }
+    }
+
+    static func error(_ operation: String, _ path: String) -> TelemetryBufferError {
+        .fileSystem(operation: operation, path: path, errno: errno)
+    }
+
+    static func errnoText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
+}

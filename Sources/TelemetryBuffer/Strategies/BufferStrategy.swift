@@ -1,0 +1,34 @@
+/// An item as `add` hands it to a strategy: encoded once, checksummed outside any lock.
+struct EncodedItem {
+    var category: ItemCategory
+    var payload: UnsafeRawBufferPointer
+    var payloadCRC: UInt32
+    /// The span's trace (for whole-trace drops); `nil` for logs.
+    var traceID: TraceID?
+}
+
+/// What became of an item handed to a strategy.
+enum AppendOutcome: Equatable {
+    /// The strategy holds the item. `startTimer`: it is the first item of a batch, so the flush timer
+    /// starts; `forwardNow`: a limit was reached, so everything should be forwarded.
+    case accepted(startTimer: Bool, forwardNow: Bool)
+    /// The item was dropped; the caller counts it for `reason`.
+    case rejected(DiscardReason)
+}
+
+/// How a buffer holds items between `add` and the envelope on disk (Sentry's mobile telemetry-buffer
+/// spec names three: FlushAll, FileStreamCache, DoubleRotatingBuffer).
+///
+/// `append` runs on the calling thread and must not wait on I/O; every other requirement runs on the
+/// buffer's one serial background queue.
+protocol BufferStrategy: AnyObject, Sendable {
+    /// Takes a copy of the item, or rejects it. Calling thread; no I/O, no allocation.
+    func append(_ item: EncodedItem) -> AppendOutcome
+    /// Publishes held items as envelopes and returns once the transport has them: everything held when
+    /// it began (`everything`), or only the batch that reached a limit. Background queue.
+    func forward(everything: Bool)
+    /// Rejects every later item, then publishes everything held. Background queue.
+    func close()
+    /// Whether nothing is held (so the flush timer may stop).
+    var isEmpty: Bool { get }
+}

@@ -1,0 +1,68 @@
+import Dispatch
+
+/// Decides when a strategy forwards, on the buffer's serial background queue: `flushInterval` after the
+/// first item of a batch, at once when a limit is reached, and never while the buffer is empty.
+///
+/// All its state is touched only on `queue`.
+final class FlushScheduler: @unchecked Sendable {
+    private let queue: DispatchQueue
+    private let interval: DispatchTimeInterval
+    private let strategy: any BufferStrategy
+    private let timer: DispatchSourceTimer
+    private var armed = false
+
+    init(queue: DispatchQueue, interval: Double, strategy: any BufferStrategy) {
+        self.queue = queue
+        self.interval = .microseconds(Int((interval * 1_000_000).rounded()))
+        self.strategy = strategy
+        timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .distantFuture)
+        timer.setEventHandler { [weak self] in self?.timerFired() }
+        timer.resume()
+    }
+
+    /// Called from `add` once per batch or limit; the only allocation `add` makes, and not per item.
+    func notify(startTimer: Bool, forwardNow: Bool) {
+        queue.async { [self] in
+            if forwardNow {
+                strategy.forward(everything: false)
+                settle()
+            } else if startTimer, !armed, !strategy.isEmpty {
+                arm()
+            }
+        }
+    }
+
+    /// Forwards everything now. Must run on `queue`.
+    func forwardEverything() {
+        strategy.forward(everything: true)
+        settle()
+    }
+
+    /// Stops the timer until the next item arrives. Must run on `queue`.
+    func stop() {
+        armed = false
+        timer.schedule(deadline: .distantFuture)
+    }
+
+    func cancel() { timer.cancel() }
+
+    private func timerFired() {
+        armed = false
+        forwardEverything()
+    }
+
+    /// After a forward: keep (or start) the timer only while items wait.
+    private func settle() {
+        if strategy.isEmpty {
+            stop()
+        } else if !armed {
+            arm()
+        }
+    }
+
+    private func arm() {
+        armed = true
+        timer.schedule(deadline: .now() + interval)
+    }
+}

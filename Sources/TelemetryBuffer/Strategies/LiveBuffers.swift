@@ -1,0 +1,38 @@
+import Foundation
+
+/// Every live buffer of the process, so that a graceful exit (`exit()`, or returning from `main`) forwards
+/// what they hold, and, on platforms with UIKit, so that backgrounding does.
+enum LiveBuffers {
+    private final class WeakBuffer: @unchecked Sendable {
+        weak var buffer: TelemetryBuffer?
+        init(_ buffer: TelemetryBuffer) { self.buffer = buffer }
+    }
+
+    private static let buffers = Locked<[ObjectIdentifier: WeakBuffer]>([:])
+
+    /// How long a graceful exit waits for each buffer.
+    private static let exitTimeout: TimeInterval = 2
+
+    private static let installHooks: Void = {
+        atexit { LiveBuffers.each { $0.flush(timeout: LiveBuffers.exitTimeout) } }
+        #if canImport(UIKit) && !os(watchOS)
+        // The raw name of UIApplication.didEnterBackgroundNotification, so this file needs no UIKit import.
+        _ = NotificationCenter.default.addObserver(
+            forName: Notification.Name("UIApplicationDidEnterBackgroundNotification"), object: nil, queue: nil
+        ) { _ in LiveBuffers.each { $0.didEnterBackground() } }
+        #endif
+    }()
+
+    static func register(_ buffer: TelemetryBuffer) {
+        _ = installHooks
+        buffers.withLock { $0[ObjectIdentifier(buffer)] = WeakBuffer(buffer) }
+    }
+
+    static func unregister(_ id: ObjectIdentifier) {
+        _ = buffers.withLock { $0.removeValue(forKey: id) }
+    }
+
+    private static func each(_ body: (TelemetryBuffer) -> Void) {
+        for buffer in buffers.withLock({ $0.values.compactMap(\.buffer) }) { body(buffer) }
+    }
+}

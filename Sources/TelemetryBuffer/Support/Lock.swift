@@ -1,0 +1,75 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A non-recursive mutex for short critical sections: `os_unfair_lock` on Apple platforms, a
+/// `pthread_mutex_t` elsewhere. The lock word lives in its own allocation so its address never moves.
+final class Lock: @unchecked Sendable {
+    #if canImport(Darwin)
+    private let word: UnsafeMutablePointer<os_unfair_lock>
+    #else
+    private let word: UnsafeMutablePointer<pthread_mutex_t>
+    #endif
+
+    init() {
+        word = .allocate(capacity: 1)
+        #if canImport(Darwin)
+        word.initialize(to: os_unfair_lock())
+        #else
+        word.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(word, nil)
+        #endif
+    }
+
+    deinit {
+        #if !canImport(Darwin)
+        pthread_mutex_destroy(word)
+        #endif
+        word.deinitialize(count: 1)
+        word.deallocate()
+    }
+
+    @inline(__always)
+    func lock() {
+        #if canImport(Darwin)
+        os_unfair_lock_lock(word)
+        #else
+        pthread_mutex_lock(word)
+        #endif
+    }
+
+    @inline(__always)
+    func unlock() {
+        #if canImport(Darwin)
+        os_unfair_lock_unlock(word)
+        #else
+        pthread_mutex_unlock(word)
+        #endif
+    }
+
+    @inline(__always)
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
+
+/// A value guarded by a `Lock`.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = Lock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    @inline(__always)
+    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

@@ -1,0 +1,189 @@
+import Dispatch
+import Foundation
+
+/// Keeps an app's logs and spans from the moment `add` returns until they are stored as Sentry envelopes.
+///
+/// `add(log:)` and `add(span:)` may be called from any thread, the main thread included: they encode the
+/// item once into JSON, copy it into the strategy under a short lock and return; they never wait on disk
+/// I/O. Everything else (batching, envelopes, files) happens on one serial background queue.
+///
+/// ```swift
+/// let buffer = try TelemetryBuffer(options: Options(dsn: "https://key@o1.ingest.sentry.io/42"))
+/// buffer.add(log: Log(level: .info, body: "Checkout finished", traceID: traceID))
+/// buffer.flush()   // everything added so far is now an envelope on disk
+/// ```
+public final class TelemetryBuffer: Sendable {
+    /// The version of this library, the default `Options.sdkVersion`.
+    public static let version = "0.1.0"
+
+    /// The options the buffer was created with.
+    public let options: Options
+    /// The per-DSN folder: `<cacheDirectory>/<SHA-1 of the DSN, 40 hex digits>`.
+    public let directory: URL
+    /// The folder the default `FileTransport` stores envelopes in: `<directory>/envelopes`.
+    public var envelopesDirectory: URL { directory.appendingPathComponent("envelopes", isDirectory: true) }
+
+    private let encoder: ItemEncoder
+    private let strategy: any BufferStrategy
+    private let reports: ClientReportRecorder
+    private let diagnostics: Diagnostics
+    private let queue: DispatchQueue
+    private let scheduler: FlushScheduler
+    private let maxPayloadBytes: Int
+    private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
+
+    /// Creates a buffer, its folders and its transport.
+    ///
+    /// - Throws: `TelemetryBufferError` for an invalid DSN, an option out of range, an unusable cache
+    ///   directory, or a strategy this version does not provide.
+    public init(options: Options) throws {
+        try options.validate()
+        let dsn = try DSN(options.dsn)
+        guard options.strategy == .flushAll else {
+            throw TelemetryBufferError.strategyUnavailable(options.strategy.rawValue)
+        }
+        try FileSystem.makeDirectory(options.cacheDirectory)
+        directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
+        try FileSystem.makeDirectory(directory)
+
+        self.options = options
+        diagnostics = Diagnostics(handler: options.diagnosticHandler)
+        reports = ClientReportRecorder()
+        var defaults: Attributes = [
+            "sentry.sdk.name": .string(options.sdkName), "sentry.sdk.version": .string(options.sdkVersion),
+        ]
+        if let environment = options.environment { defaults["sentry.environment"] = .string(environment) }
+        if let release = options.release { defaults["sentry.release"] = .string(release) }
+        encoder = ItemEncoder(defaults: defaults)
+
+        let transport = try options.transport ?? FileTransport(
+            directory: directory.appendingPathComponent("envelopes", isDirectory: true),
+            maxEnvelopes: options.maxCachedEnvelopes, maxAge: options.maxEnvelopeAge,
+            reports: reports, diagnostics: diagnostics)
+        let envelopes = EnvelopeEncoder(
+            dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
+            sampling: .init(publicKey: dsn.publicKey, sampleRate: options.tracesSampleRate,
+                            release: options.release, environment: options.environment,
+                            organizationID: dsn.organizationID))
+        let forwarder = Forwarder(
+            encoder: envelopes, transport: transport, reports: reports, diagnostics: diagnostics,
+            maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
+        strategy = FlushAll(forwarder: forwarder, maxBatchBytes: options.maxBatchBytes)
+        maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
+
+        queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
+        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, strategy: strategy)
+        queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
+        LiveBuffers.register(self)
+    }
+
+    deinit {
+        LiveBuffers.unregister(ObjectIdentifier(self))
+        scheduler.cancel()
+        // Items the app added but never flushed: forward them, keeping the strategy alive for it.
+        queue.async { [strategy] in strategy.close() }
+    }
+
+    // MARK: Adding
+
+    /// Buffers a log. Callable from any thread; never waits on disk I/O.
+    ///
+    /// - Returns: `true` once the buffer holds the log; `false` if it was dropped (buffer full while the
+    ///   previous batch is still being written, buffer closed, or larger than `maxBatchBytes`). Every
+    ///   drop is counted for a client report.
+    @discardableResult
+    public func add(log: Log) -> Bool {
+        let scratch = EncodingScratch.current()
+        var writer = JSONWriter(appendingTo: scratch)
+        encoder.encode(log, into: &writer)
+        writer.finish()
+        return submit(.log, scratch.bytes, traceID: nil)
+    }
+
+    /// Buffers a finished span. Callable from any thread; never waits on disk I/O.
+    ///
+    /// - Returns: `true` once the buffer holds the span; `false` if it was dropped (see `add(log:)`; on
+    ///   overflow the span's whole trace is dropped from the batch). Every drop is counted.
+    @discardableResult
+    public func add(span: Span) -> Bool {
+        let scratch = EncodingScratch.current()
+        var writer = JSONWriter(appendingTo: scratch)
+        encoder.encode(span, into: &writer)
+        writer.finish()
+        return submit(.span, scratch.bytes, traceID: span.traceID)
+    }
+
+    @inline(__always)
+    private func submit(_ category: ItemCategory, _ payload: UnsafeRawBufferPointer, traceID: TraceID?) -> Bool {
+        guard payload.count <= maxPayloadBytes else {
+            reports.recordDrop(of: category, bytes: payload.count, reason: .invalid)
+            diagnostics.log(.error, "dropped a \(category) of \(payload.count) bytes: larger than maxBatchBytes")
+            return false
+        }
+        let item = EncodedItem(
+            category: category, payload: payload, payloadCRC: CRC32C.checksum(payload), traceID: traceID)
+        switch strategy.append(item) {
+        case .accepted(let startTimer, let forwardNow):
+            if startTimer || forwardNow { scheduler.notify(startTimer: startTimer, forwardNow: forwardNow) }
+            return true
+        case .rejected(let reason):
+            reports.recordDrop(of: category, bytes: payload.count, reason: reason)
+            return false
+        }
+    }
+
+    // MARK: Lifecycle
+
+    /// Forwards everything buffered to the transport and returns once it is stored (durable on disk with
+    /// the default transport).
+    public func flush() {
+        onQueue { scheduler.forwardEverything() }
+    }
+
+    /// Like `flush()`, waiting at most `timeout` seconds.
+    ///
+    /// - Returns: `true` if the forward finished in time; `false` if it is still running in the background.
+    @discardableResult
+    public func flush(timeout: TimeInterval) -> Bool {
+        if DispatchQueue.getSpecific(key: Self.onQueue) == ObjectIdentifier(self) {
+            scheduler.forwardEverything()
+            return true
+        }
+        let done = DispatchSemaphore(value: 0)
+        queue.async { [scheduler] in
+            scheduler.forwardEverything()
+            done.signal()
+        }
+        return done.wait(timeout: .now() + max(0, timeout)) == .success
+    }
+
+    /// Forwards everything like `flush()`, then rejects every later item (each rejection counted as
+    /// `buffer_overflow`). Calling it again does nothing more.
+    public func close() {
+        onQueue {
+            strategy.close()
+            scheduler.stop()
+        }
+    }
+
+    /// Call when the app moves to the background: forwards everything and stops the timer, without
+    /// blocking the caller. On platforms with UIKit the buffer also does this by itself.
+    public func didEnterBackground() {
+        queue.async { [scheduler] in
+            scheduler.forwardEverything()
+            scheduler.stop()
+        }
+    }
+
+    /// Runs `body` on the background queue and waits for it (inline when already there).
+    private func onQueue(_ body: () -> Void) {
+        if DispatchQueue.getSpecific(key: Self.onQueue) == ObjectIdentifier(self) {
+            body()
+        } else {
+            queue.sync(execute: body)
+        }
+    }
+
+    /// Counts of items dropped so far by reason and category, not yet sent in a client report.
+    var pendingDiscards: ClientReport? { reports.peek() }
+}

@@ -1,0 +1,29 @@
+/// Why a `TelemetryBuffer` (or a `FileTransport`) could not be created or could not store data.
+public enum TelemetryBufferError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The DSN cannot be parsed; `reason` says which part is wrong.
+    case invalidDSN(String, reason: String)
+    /// An option is out of its allowed range.
+    case invalidOption(name: String, reason: String)
+    /// The cache directory cannot be created, is not a directory, or is not writable.
+    case unusableCacheDirectory(path: String, reason: String)
+    /// The chosen buffer strategy is not available in this version.
+    case strategyUnavailable(String)
+    /// A file-system call failed.
+    case fileSystem(operation: String, path: String, errno: Int32)
+
+    /// A sentence naming the problem and the value at fault.
+    public var description: String {
+        switch self {
+        case .invalidDSN(let dsn, let reason):
+            "invalid DSN '\(dsn)': \(reason)"
+        case .invalidOption(let name, let reason):
+            "invalid option \(name): \(reason)"
+        case .unusableCacheDirectory(let path, let reason):
+            "unusable cache directory '\(path)': \(reason)"
+        case .strategyUnavailable(let strategy):
+            "the \(strategy) strategy is not available yet; use .flushAll"
+        case .fileSystem(let operation, let path, let code):
+            "\(operation) '\(path)' failed: \(FileSystem.errnoText(code)) (errno \(code))"
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+/// Why an item was dropped, as named in Sentry client reports.
+enum DiscardReason: String, Sendable, CaseIterable {
+    case bufferOverflow = "buffer_overflow"
+    case cacheOverflow = "cache_overflow"
+    case queueOverflow = "queue_overflow"
+    case ratelimitBackoff = "ratelimit_backoff"
+    case networkError = "network_error"
+    case sendError = "send_error"
+    case internalSDKError = "internal_sdk_error"
+    case invalid = "invalid"
+}
+
+/// The data categories this library reports: logs count once per item and once per byte.
+enum DataCategory: String, Sendable, CaseIterable {
+    case logItem = "log_item"
+    case logByte = "log_byte"
+    case span = "span"
+}
+
+/// Discarded-item counts, the payload of a `client_report` item.
+struct ClientReport: Sendable, Equatable {
+    struct Entry: Sendable, Equatable {
+        var reason: DiscardReason
+        var category: DataCategory
+        var quantity: Int
+    }
+
+    var entries: [Entry]
+
+    func quantity(_ reason: DiscardReason, _ category: DataCategory) -> Int {
+        entries.first { $0.reason == reason && $0.category == category }?.quantity ?? 0
+    }
+}
+
+/// The one thread-safe aggregator of drops of a buffer (reason × category → quantity).
+///
+/// Every drop point records here; counts leave only in a `client_report` item. Recording is a lock and
+/// an addition in a fixed table, so it is safe on the calling thread's hot path.
+final class ClientReportRecorder: Sendable {
+    private static let width = DataCategory.allCases.count
+    private let counts = Locked([Int](repeating: 0, count: DiscardReason.allCases.count * width))
+
+    private static func slot(_ reason: DiscardReason, _ category: DataCategory) -> Int {
+        DiscardReason.allCases.firstIndex(of: reason)! * width + DataCategory.allCases.firstIndex(of: category)!
+    }
+
+    func record(_ reason: DiscardReason, _ category: DataCategory, quantity: Int = 1) {
+        guard quantity > 0 else { return }
+        let slot = Self.slot(reason, category)
+        counts.withLock { $0[slot] += quantity }
+    }
+
+    /// Records one dropped item: a log as `log_item` and its `log_byte`s, a span as `span`.
+    func recordDrop(of category: ItemCategory, bytes: Int, reason: DiscardReason) {
+        switch category {
+        case .log:
+            let itemSlot = Self.slot(reason, .logItem), byteSlot = Self.slot(reason, .logByte)
+            counts.withLock {
+                $0[itemSlot] += 1
+                $0[byteSlot] += bytes
+            }
+        case .span:
+            record(reason, .span)
+        }
+    }
+
+    /// Everything counted so far, and resets the counts; `nil` when nothing was dropped.
+    func take() -> ClientReport? {
+        Self.report(counts.withLock { counts in
+            defer { for index in counts.indices { counts[index] = 0 } }
+            return counts
+        })
+    }
+
+    /// The counts so far, without resetting them; `nil` when nothing was dropped.
+    func peek() -> ClientReport? { Self.report(counts.withLock { $0 }) }
+
+    /// Puts counts back after the envelope that carried them could not be stored.
+    func restore(_ report: ClientReport) {
+        for entry in report.entries { record(entry.reason, entry.category, quantity: entry.quantity) }
+    }
+
+    private static func report(_ counts: [Int]) -> ClientReport? {
+        var entries: [ClientReport.Entry] = []
+        for (reasonIndex, reason) in DiscardReason.allCases.enumerated() {
+            for (categoryIndex, category) in DataCategory.allCases.enumerated() {
+                let quantity = counts[reasonIndex * width + categoryIndex]
+                if quantity > 0 { entries.append(.init(reason: reason, category: category, quantity: quantity)) }
+            }
+        }
+        return entries.isEmpty ? nil : ClientReport(entries: entries)
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+
+/// Stores envelopes as files in one folder, the queue the uploader drains.
+///
+/// Each envelope is written atomically and durably (temporary file in the folder → `fsync` → `rename`
+/// → `fsync` of the folder), so a reader never sees a partial envelope and a stored envelope survives
+/// power loss. File names sort by age: `<µs since 1970, 16 digits>-<counter>-<random>.envelope`.
+/// At most `maxEnvelopes` are kept: storing one more evicts the oldest, and its items are counted as
+/// `cache_overflow`. Envelopes older than `maxAge` and temporary files left by a crash are removed when
+/// the transport opens the folder.
+public final class FileTransport: Transport, @unchecked Sendable {
+    /// The folder holding the envelopes.
+    public let directory: URL
+    private let directoryFD: Int32
+    private let maxEnvelopes: Int
+    private let reports: ClientReportRecorder?
+    private let diagnostics: Diagnostics
+    /// Stored file names, oldest first, and the counter of the next name. Guarded by the lock; writes of
+    /// one transport are also serialised by it, so the list always matches the folder.
+    private let state: Locked<(names: [String], counter: UInt64)>
+
+    static let fileExtension = ".envelope"
+    private static let temporarySuffix = ".tmp"
+
+    /// Opens (creating if needed) `directory`, removes expired envelopes and leftovers of interrupted
+    /// writes, and keeps at most `maxEnvelopes`.
+    public convenience init(directory: URL, maxEnvelopes: Int = 30, maxAge: TimeInterval = 7 * 24 * 3600) throws {
+        try self.init(directory: directory, maxEnvelopes: maxEnvelopes, maxAge: maxAge, reports: nil,
+                      diagnostics: Diagnostics(handler: nil))
+    }
+
+    init(directory: URL, maxEnvelopes: Int, maxAge: TimeInterval, reports: ClientReportRecorder?,
+         diagnostics: Diagnostics) throws {
+        guard maxEnvelopes >= 1 else {
+            throw TelemetryBufferError.invalidOption(name: "maxCachedEnvelopes", reason: "must be at least 1")
+        }
+        try FileSystem.makeDirectory(directory)
+        self.directory = directory
+        self.maxEnvelopes = maxEnvelopes
+        self.reports = reports
+        self.diagnostics = diagnostics
+        directoryFD = try FileSystem.openDirectory(directory)
+
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        let now = Date()
+        var names: [String] = []
+        var expired: [String] = []
+        for name in entries {
+            if name.hasPrefix("."), name.hasSuffix(Self.temporarySuffix) {
+                try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+            } else if name.hasSuffix(Self.fileExtension) {
+                let path = directory.appendingPathComponent(name).path
+                let created = Self.creationDate(ofName: name)
+                    ?? (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+                    ?? now
+                if now.timeIntervalSince(created) > maxAge { expired.append(name) } else { names.append(name) }
+            }
+        }
+        state = Locked((names.sorted(), 0))
+        for name in expired { discard(name, reason: .cacheOverflow, why: "older than maxEnvelopeAge") }
+        evictOverflow()
+    }
+
+    deinit { close(directoryFD) }
+
+    /// Writes the envelope durably, then evicts the oldest envelopes beyond the limit.
+    public func send(_ envelope: Envelope) throws {
+        try state.withLock { state in
+            let name = Self.name(now: Date(), counter: state.counter)
+            state.counter &+= 1
+            try FileSystem.writeAtomically(
+                envelope.bytes, name: name, temporaryName: "." + name + Self.temporarySuffix,
+                directoryFD: directoryFD, directoryPath: directory.path)
+            // Names of one process increase; one written after a clock step back still goes last.
+            if let last = state.names.last, name < last {
+                state.names.insert(name, at: state.names.firstIndex { $0 > name } ?? state.names.endIndex)
+            } else {
+                state.names.append(name)
+            }
+        }
+        evictOverflow()
+    }
+
+    /// The stored envelope files, oldest first.
+    public func storedEnvelopes() -> [URL] {
+        state.withLock { $0.names }.map { directory.appendingPathComponent($0) }
+    }
+
+    private func evictOverflow() {
+        let evicted: [String] = state.withLock { state in
+            let excess = state.names.count - maxEnvelopes
+            guard excess > 0 else { return [] }
+            defer { state.names.removeFirst(excess) }
+            return Array(state.names.prefix(excess))
+        }
+        for name in evicted { discard(name, reason: .cacheOverflow, why: "more than maxCachedEnvelopes") }
+    }
+
+    /// Deletes a stored envelope and counts its items as dropped for `reason`.
+    private func discard(_ name: String, reason: DiscardReason, why: String) {
+        let url = directory.appendingPathComponent(name)
+        if let reports, let bytes = FileManager.default.contents(atPath: url.path),
+           let envelope = try? EnvelopeReader(Array(bytes)) {
+            for (category, quantity) in envelope.discardCounts() { reports.record(reason, category, quantity: quantity) }
+        }
+        do {
+            try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+            diagnostics.log(.warning, "dropped envelope \(name): \(why)")
+        } catch {
+            diagnostics.log(.error, "could not remove envelope \(name): \(error)")
+        }
+    }
+
+    /// `<16-digit µs>-<6-digit counter>-<8 hex random>.envelope`: lexical order is age order.
+    static func name(now: Date, counter: UInt64) -> String {
+        let micros = UInt64(max(0, now.timeIntervalSince1970 * 1_000_000))
+        let random = UInt32.random(in: .min ... .max)
+        return pad(String(micros), 16) + "-" + pad(String(counter % 1_000_000), 6) + "-"
+            + pad(String(random, radix: 16), 8) + fileExtension
+    }
+
+    /// The time a name produced by `name(now:counter:)` records.
+    static func creationDate(ofName name: String) -> Date? {
+        guard name.count > 17, let micros = UInt64(name.prefix(16)) else { return nil }
+        return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+    }
+
+    private static func pad(_ text: String, _ width: Int) -> String {
+        String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+}

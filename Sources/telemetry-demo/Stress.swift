@@ -1,0 +1,33 @@
+import Foundation
+import TelemetryBuffer
+
+/// `stress`: adds N logs `item <seq>` (and with --spans one span per item), printing `ack <seq>` once
+/// `add` has returned with the item held (`drop <seq>` if it was dropped), then closes the buffer.
+enum Stress {
+    static func run(_ arguments: Arguments) throws {
+        let directory = URL(fileURLWithPath: try arguments.required("dir"))
+        let count = try arguments.integer("count", default: 1000)
+        let withSpans = arguments.flag("spans")
+        let buffer = try TelemetryBuffer(options: options(arguments, directory: directory))
+        var trace = TraceID.random()
+        var segment = SpanID.random()
+        for seq in 0..<count {
+            var held = buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace,
+                                           attributes: ["seq": .integer(Int64(seq))]))
+            if withSpans {
+                // A new trace every 100 items, so envelopes hold several traces' spans.
+                if seq % 100 == 0 { trace = TraceID.random(); segment = SpanID.random() }
+                let now = Date()
+                let isSegment = seq % 100 == 0
+                let span = Span(traceID: trace, spanID: isSegment ? segment : SpanID.random(),
+                                parentSpanID: isSegment ? nil : segment, name: "item \(seq)",
+                                isSegment: isSegment, startTimestamp: now.addingTimeInterval(-0.01),
+                                endTimestamp: now, attributes: ["seq": .integer(Int64(seq))])
+                held = buffer.add(span: span) && held
+            }
+            // Unbuffered, so a parent killing this process has seen every ack that was printed.
+            FileHandle.standardOutput.write(Data((held ? "ack \(seq)\n" : "drop \(seq)\n").utf8))
+        }
+        buffer.close()
+    }
+}

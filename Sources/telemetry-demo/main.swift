@@ -1,0 +1,36 @@
+import Foundation
+import TelemetryBuffer
+
+/// The DSN of the demo's examples (a fake key; nothing is sent in this version).
+let demoDSN = "https://a1b2c3d4e5f60718293a4b5c6d7e8f90@o7.ingest.us.sentry.io/4242"
+
+func options(_ arguments: Arguments, directory: URL) throws -> Options {
+    var options = Options(dsn: arguments.string("dsn") ?? demoDSN)
+    options.cacheDirectory = directory
+    options.strategy = try arguments.strategy()
+    options.environment = "demo"
+    options.release = "telemetry-demo@\(TelemetryBuffer.version)"
+    options.diagnosticHandler = { FileHandle.standardError.write(Data("telemetry-demo: \($0)\n".utf8)) }
+    return options
+}
+
+do {
+    let arguments = try Arguments(Array(CommandLine.arguments.dropFirst()))
+    if arguments.flag("help") {
+        print(Arguments.usage)
+        exit(0)
+    }
+    switch arguments.command {
+    case "tour": try Tour.run()
+    case "stress": try Stress.run(arguments)
+    case "recover": try Recover.run(arguments)
+    case "inspect": try Inspect.run(arguments)
+    default: throw DemoError("unknown command '\(arguments.command)'\n\(Arguments.usage)")
+    }
+} catch let error as DemoError {
+    FileHandle.standardError.write(Data("telemetry-demo: \(error)\n".utf8))
+    exit(2)
+} catch {
+    FileHandle.standardError.write(Data("telemetry-demo: \(error)\n".utf8))
+    exit(1)
+}
