@@ -9,7 +9,7 @@ struct Arguments {
 
     static let usage = """
         usage: telemetry-demo                      a short tour in a temporary folder
-               telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans]
+               telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans] [--no-close]
                telemetry-demo recover --dir D [--dsn DSN] [--strategy S]
                telemetry-demo inspect --dir D
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
@@ -22,7 +22,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if name == "spans" || name == "help" {
+            if ["spans", "no-close", "help"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {
                 values[name] = value

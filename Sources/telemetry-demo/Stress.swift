@@ -2,7 +2,8 @@ import Foundation
 import TelemetryBuffer
 
 /// `stress`: adds N logs `item <seq>` (and with --spans one span per item), printing `ack <seq>` once
-/// `add` has returned with the item held (`drop <seq>` if it was dropped), then closes the buffer.
+/// `add` has returned with the item held (`drop <seq>` if it was dropped), then closes the buffer
+/// (with --no-close it just returns from main: the graceful-exit hook must forward the items).
 enum Stress {
     static func run(_ arguments: Arguments) throws {
         let directory = URL(fileURLWithPath: try arguments.required("dir"))
@@ -28,6 +29,6 @@ enum Stress {
             // Unbuffered, so a parent killing this process has seen every ack that was printed.
             FileHandle.standardOutput.write(Data((held ? "ack \(seq)\n" : "drop \(seq)\n").utf8))
         }
-        buffer.close()
+        if !arguments.flag("no-close") { buffer.close() }
     }
 }

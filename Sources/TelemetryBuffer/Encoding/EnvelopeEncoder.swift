@@ -115,7 +115,7 @@ struct EnvelopeEncoder: Sendable {
         let buffer = ByteBuffer(capacity: 256)
         var payload = JSONWriter(appendingTo: buffer)
         payload.raw("{\"timestamp\":")
-        payload.integer(Int64(Date().timeIntervalSince1970.rounded(.down)))
+        payload.integer(Int64(report.timestamp.timeIntervalSince1970.rounded(.down)))
         payload.raw(",\"discarded_events\":[")
         for (index, entry) in report.entries.enumerated() {
             if index > 0 { payload.byte(0x2C) }

@@ -48,12 +48,12 @@ struct ItemEncoder: Sendable {
     func encode(_ span: Span, into writer: inout JSONWriter) {
         writer.raw("{\"trace_id\":\"")
         writer.traceID(span.traceID)
-        writer.raw("\",\"span_id\":\"")
-        writer.hex(span.spanID.value)
         if let parent = span.parentSpanID {
             writer.raw("\",\"parent_span_id\":\"")
             writer.hex(parent.value)
         }
+        writer.raw("\",\"span_id\":\"")
+        writer.hex(span.spanID.value)
         writer.raw("\",\"name\":")
         writer.string(span.name)
         writer.raw(span.status == .ok ? ",\"status\":\"ok\"" : ",\"status\":\"error\"")
@@ -88,14 +88,17 @@ struct ItemEncoder: Sendable {
         writer.byte(0x7D)
     }
 
+    /// Default attributes first (as in the protocol's examples), then the item's own, in their order.
     private func attributes(_ attributes: Attributes, into writer: inout JSONWriter) {
         writer.byte(0x7B)
-        var first = !writer.attributeList(attributes)
+        var first = true
         for attribute in defaults where !attributes.contains(attribute.key) {
             if !first { writer.byte(0x2C) }
             first = false
             writer.raw(attribute.fragment)
         }
+        if !first, !attributes.isEmpty { writer.byte(0x2C) }
+        writer.attributeList(attributes)
         writer.byte(0x7D)
     }
 
@@ -129,16 +132,14 @@ extension JSONWriter {
         }
     }
 
-    /// Writes `"k":{…},…` for each attribute; returns whether it wrote any.
-    @discardableResult
-    mutating func attributeList(_ attributes: Attributes) -> Bool {
+    /// Writes `"k":{…},…` for each attribute.
+    mutating func attributeList(_ attributes: Attributes) {
         var first = true
         for attribute in attributes {
             if !first { byte(0x2C) }
             first = false
             self.attribute(key: attribute.key, value: attribute.value)
         }
-        return !first
     }
 
     /// Writes `"key":{"value":…,"type":"…"}`, applying the non-finite double rule of `AttributeValue`.

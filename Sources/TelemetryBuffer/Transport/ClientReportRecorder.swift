@@ -21,6 +21,9 @@ enum DataCategory: String, Sendable, CaseIterable {
 
 /// Discarded-item counts, the payload of a `client_report` item.
 struct ClientReport: Sendable, Equatable {
+    /// When the counts were taken.
+    var timestamp: Date
+
     struct Entry: Sendable, Equatable {
         var reason: DiscardReason
         var category: DataCategory
@@ -90,6 +93,6 @@ final class ClientReportRecorder: Sendable {
                 if quantity > 0 { entries.append(.init(reason: reason, category: category, quantity: quantity)) }
             }
         }
-        return entries.isEmpty ? nil : ClientReport(entries: entries)
+        return entries.isEmpty ? nil : ClientReport(timestamp: Date(), entries: entries)
     }
 }

@@ -1,0 +1,119 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// Envelopes built through a real buffer and read back from disk, compared byte for byte with the
+/// protocol digest's examples.
+final class EnvelopeEncoderTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+    private let trace = TraceID("4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6")!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private func exampleBuffer() throws -> TelemetryBuffer {
+        try TelemetryBuffer(options: testOptions(directory) {
+            $0.sdkName = "sentry.cocoa.example"
+            $0.sdkVersion = "1.2.0"
+        })
+    }
+
+    /// The stored form is the wire form without `sent_at` (added at upload).
+    private func storedHeader(_ wire: String) -> String {
+        wire.replacingOccurrences(of: #","sent_at":"2026-01-01T10:00:05.000Z""#, with: "")
+    }
+
+    func testLogEnvelopeMatchesTheSpecExampleByteForByte() throws {
+        let buffer = try exampleBuffer()
+        buffer.add(log: Log(
+            level: .info, body: "Upload finished in 412 ms", traceID: trace, spanID: SpanID("9c1d2e3f4a5b6c7d"),
+            timestamp: Date(timeIntervalSince1970: 1_767_261_600.125),
+            attributes: [
+                "sentry.sdk.name": "sentry.cocoa.example", "sentry.sdk.version": "1.2.0",
+                "sentry.environment": "production", "sentry.message.template": "Upload finished in %d ms",
+                "sentry.message.parameter.0": 412, "upload.ratio": 0.75, "upload.cached": false,
+            ]))
+        buffer.add(log: Log(
+            level: .warn, body: "Disk cache near limit", traceID: trace,
+            timestamp: Date(timeIntervalSince1970: 1_767_261_601.5), attributes: ["cache.files": 29]))
+        buffer.flush()
+
+        let files = try walkEnvelopes(in: buffer.envelopesDirectory)
+        XCTAssertEqual(files.count, 1)
+        let expected = [storedHeader(SpecExamples.logHeaderWire), SpecExamples.logItemHeader, SpecExamples.logPayload]
+            .joined(separator: "\n") + "\n"
+        XCTAssertEqual(String(decoding: files[0].bytes, as: UTF8.self), expected)
+        XCTAssertNil(files[0].header["trace"], "log envelopes carry no sampling context")
+    }
+
+    func testSpanEnvelopeMatchesTheSpecExample() throws {
+        let buffer = try exampleBuffer()
+        let segment = SpanID("9c1d2e3f4a5b6c7d")!
+        buffer.add(span: Span(
+            traceID: trace, spanID: segment, name: "Checkout", isSegment: true,
+            startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.80123),
+            endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.402561),
+            attributes: [
+                "sentry.op": "ui.load", "sentry.segment.id": "9c1d2e3f4a5b6c7d", "sentry.segment.name": "Checkout",
+                "sentry.span.source": "component", "sentry.sdk.name": "sentry.cocoa.example",
+                "sentry.sdk.version": "1.2.0", "sentry.release": "app@1.2.0", "sentry.environment": "production",
+                "os.name": "iOS",
+            ]))
+        buffer.add(span: Span(
+            traceID: trace, spanID: SpanID("0a1b2c3d4e5f6a7b")!, parentSpanID: segment, name: "GET /cart",
+            status: .error, isSegment: false,
+            startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.9),
+            endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.35),
+            attributes: [
+                "sentry.op": "http.client", "sentry.segment.id": "9c1d2e3f4a5b6c7d", "sentry.segment.name": "Checkout",
+                "sentry.sdk.name": "sentry.cocoa.example", "sentry.sdk.version": "1.2.0",
+                "http.response.status_code": 503,
+            ]))
+        buffer.flush()
+
+        let files = try walkEnvelopes(in: buffer.envelopesDirectory)
+        XCTAssertEqual(files.count, 1)
+        let lines = String(decoding: files[0].bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        XCTAssertEqual(lines.count, 4)
+        XCTAssertEqual(String(lines[1]), SpecExamples.spanItemHeader)
+        XCTAssertEqual(String(lines[2]), SpecExamples.spanPayload)
+        XCTAssertEqual(lines[3], "")
+        // The sampling context: the example's values this buffer knows (it has no per-trace sample_rand).
+        let context = try XCTUnwrap(files[0].header["trace"] as? [String: String])
+        XCTAssertEqual(context, ["trace_id": trace.description, "public_key": "a1b2c3d4e5f60718293a4b5c6d7e8f90",
+                                 "sample_rate": "1.0", "sampled": "true", "org_id": "7"])
+    }
+
+    func testClientReportItemMatchesTheSpecExample() throws {
+        let encoder = EnvelopeEncoder(
+            dsn: try DSN(testDSN), sdkName: "sentry.cocoa.example", sdkVersion: "1.2.0",
+            sampling: .init(publicKey: "k", sampleRate: 1, release: nil, environment: nil, organizationID: nil))
+        let report = ClientReport(timestamp: Date(timeIntervalSince1970: 1_767_261_605), entries: [
+            .init(reason: .bufferOverflow, category: .logItem, quantity: 3),
+            .init(reason: .bufferOverflow, category: .logByte, quantity: 1290),
+        ])
+        let text = String(decoding: encoder.clientReport(report).bytes, as: UTF8.self)
+        let expectedHeader = #"{"dsn":"\#(testDSN)","sdk":{"name":"sentry.cocoa.example","version":"1.2.0"}}"#
+        XCTAssertEqual(text, [expectedHeader, SpecExamples.clientReportItemHeader, SpecExamples.clientReportPayload]
+            .joined(separator: "\n") + "\n")
+    }
+
+    func testDSCCarriesReleaseEnvironmentAndRate() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.release = "app@2"
+            $0.environment = "qa"
+            $0.tracesSampleRate = 0.25
+        })
+        buffer.add(span: .test("s", trace: trace))
+        buffer.flush()
+        let envelope = try XCTUnwrap(walkEnvelopes(in: buffer.envelopesDirectory).first)
+        let context = try XCTUnwrap(envelope.header["trace"] as? [String: String])
+        XCTAssertEqual(context["release"], "app@2")
+        XCTAssertEqual(context["environment"], "qa")
+        XCTAssertEqual(context["sample_rate"], "0.25")
+        let attributes = try XCTUnwrap(envelope.elements.first?["attributes"] as? [String: [String: Any]])
+        XCTAssertEqual(attributes["sentry.release"]?["value"] as? String, "app@2")
+        XCTAssertEqual(attributes["sentry.environment"]?["value"] as? String, "qa")
+        XCTAssertEqual(attributes["sentry.sdk.version"]?["value"] as? String, TelemetryBuffer.version)
+    }
+}

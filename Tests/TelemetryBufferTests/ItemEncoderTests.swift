@@ -1,0 +1,100 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+final class ItemEncoderTests: XCTestCase {
+    private let trace = TraceID("4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6")!
+
+    private func encoded(_ log: Log, defaults: Attributes = [:]) -> String {
+        let buffer = ByteBuffer(capacity: 64)
+        var writer = JSONWriter(appendingTo: buffer)
+        ItemEncoder(defaults: defaults).encode(log, into: &writer)
+        writer.finish()
+        return String(decoding: buffer.toArray(), as: UTF8.self)
+    }
+
+    private func encoded(_ span: Span, defaults: Attributes = [:]) -> String {
+        let buffer = ByteBuffer(capacity: 64)
+        var writer = JSONWriter(appendingTo: buffer)
+        ItemEncoder(defaults: defaults).encode(span, into: &writer)
+        writer.finish()
+        return String(decoding: buffer.toArray(), as: UTF8.self)
+    }
+
+    func testLogBytes() {
+        let log = Log(level: .warn, body: "Disk \"cache\" near limit", traceID: trace,
+                      spanID: SpanID("9c1d2e3f4a5b6c7d"), timestamp: Date(timeIntervalSince1970: 1_767_261_601.5),
+                      attributes: ["cache.files": 29])
+        XCTAssertEqual(encoded(log, defaults: ["sentry.sdk.name": "x"]), #"""
+            {"timestamp":1767261601.5,"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","span_id":"9c1d2e3f4a5b6c7d","level":"warn","severity_number":13,"body":"Disk \"cache\" near limit","attributes":{"sentry.sdk.name":{"value":"x","type":"string"},"cache.files":{"value":29,"type":"integer"}}}
+            """#)
+    }
+
+    func testEveryAttributeType() {
+        let log = Log(level: .info, body: "", traceID: trace, timestamp: Date(timeIntervalSince1970: 1), attributes: [
+            "s": "text", "i": -7, "d": 0.25, "b": true,
+            "sa": .stringArray(["a", "b\n"]), "ia": .integerArray([1, -2]), "da": .doubleArray([0.5, 2]),
+            "ba": .booleanArray([true, false]), "empty": .stringArray([]),
+        ])
+        XCTAssertEqual(encoded(log), #"""
+            {"timestamp":1,"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","level":"info","severity_number":9,"body":"","attributes":{"s":{"value":"text","type":"string"},"i":{"value":-7,"type":"integer"},"d":{"value":0.25,"type":"double"},"b":{"value":true,"type":"boolean"},"sa":{"value":["a","b\n"],"type":"array"},"ia":{"value":[1,-2],"type":"array"},"da":{"value":[0.5,2.0],"type":"array"},"ba":{"value":[true,false],"type":"array"},"empty":{"value":[],"type":"array"}}}
+            """#)
+    }
+
+    func testNonFiniteDoublesBecomeStrings() throws {
+        let log = Log(level: .info, body: "", traceID: trace, timestamp: Date(timeIntervalSince1970: 1), attributes: [
+            "nan": .double(.nan), "inf": .double(.infinity), "ninf": .double(-.infinity),
+            "mixed": .doubleArray([1.5, .nan, -.infinity]),
+        ])
+        let json = encoded(log)
+        XCTAssertTrue(json.contains(#""nan":{"value":"NaN","type":"string"}"#))
+        XCTAssertTrue(json.contains(#""inf":{"value":"Infinity","type":"string"}"#))
+        XCTAssertTrue(json.contains(#""ninf":{"value":"-Infinity","type":"string"}"#))
+        XCTAssertTrue(json.contains(#""mixed":{"value":["1.5","NaN","-Infinity"],"type":"array"}"#))
+        XCTAssertNoThrow(try JSONSerialization.jsonObject(with: Data(json.utf8)))
+    }
+
+    func testItemAttributesWinOverDefaults() throws {
+        let log = Log(level: .info, body: "b", traceID: trace, attributes: ["sentry.environment": "staging"])
+        let json = encoded(log, defaults: ["sentry.environment": "production", "sentry.sdk.name": "sdk"])
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        let attributes = try XCTUnwrap(object["attributes"] as? [String: [String: Any]])
+        XCTAssertEqual(attributes["sentry.environment"]?["value"] as? String, "staging")
+        XCTAssertEqual(attributes["sentry.sdk.name"]?["value"] as? String, "sdk")
+        XCTAssertEqual(json.components(separatedBy: "sentry.environment").count, 2, "the key appears once")
+    }
+
+    func testVeryLargeAndUnicodeBodiesRoundTrip() throws {
+        for body in [String(repeating: "ä\"\\\u{1}x", count: 200_000), String(repeating: "🚀", count: 1000)] {
+            let json = encoded(Log(level: .fatal, body: body, traceID: trace))
+            let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+            XCTAssertEqual(object["body"] as? String, body)
+            XCTAssertEqual(object["severity_number"] as? Int, 21)
+        }
+    }
+
+    func testSpanBytesAndTraceIDPrefix() throws {
+        let span = Span(traceID: trace, spanID: SpanID("0a1b2c3d4e5f6a7b")!, parentSpanID: SpanID("9c1d2e3f4a5b6c7d"),
+                        name: "GET /cart", status: .error, isSegment: false,
+                        startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.9),
+                        endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.35),
+                        attributes: ["http.response.status_code": 503],
+                        links: [.init(traceID: trace, spanID: SpanID(1), sampled: true, attributes: ["sentry.link.type": "previous_trace"])])
+        let json = encoded(span)
+        XCTAssertEqual(json, #"""
+            {"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","parent_span_id":"9c1d2e3f4a5b6c7d","span_id":"0a1b2c3d4e5f6a7b","name":"GET /cart","status":"error","is_segment":false,"start_timestamp":1767261599.9,"end_timestamp":1767261600.35,"attributes":{"http.response.status_code":{"value":503,"type":"integer"}},"links":[{"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","span_id":"0000000000000001","sampled":true,"attributes":{"sentry.link.type":{"value":"previous_trace","type":"string"}}}]}
+            """#)
+        let bytes = Array(json.utf8)
+        XCTAssertEqual(bytes.withUnsafeBytes { ItemEncoder.traceID(ofSpan: $0) }, trace)
+        XCTAssertNil(Array("{\"span_id\":\"x\"}".utf8).withUnsafeBytes { ItemEncoder.traceID(ofSpan: $0) })
+    }
+
+    func testIDsParseAndPrint() {
+        XCTAssertEqual(TraceID("4F2B8E1C9A7D43E6B0C5D1E2F3A4B5C6")?.description, "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6")
+        XCTAssertNil(TraceID("4f2b"))
+        XCTAssertNil(TraceID("zz2b8e1c9a7d43e6b0c5d1e2f3a4b5c6"))
+        XCTAssertNil(SpanID("9c1d2e3f4a5b6c7"))
+        XCTAssertEqual(SpanID("9c1d2e3f4a5b6c7d")?.value, 0x9C1D_2E3F_4A5B_6C7D)
+        XCTAssertNotEqual(TraceID.random(), TraceID.random())
+    }
+}

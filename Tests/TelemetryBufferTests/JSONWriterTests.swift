@@ -1,0 +1,68 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+final class JSONWriterTests: XCTestCase {
+    private func written(_ body: (inout JSONWriter) -> Void) -> String {
+        let buffer = ByteBuffer(capacity: 8)  // tiny, so every test also exercises growth
+        var writer = JSONWriter(appendingTo: buffer)
+        body(&writer)
+        writer.finish()
+        return String(decoding: buffer.toArray(), as: UTF8.self)
+    }
+
+    func testEscapesQuoteBackslashAndEveryControlCharacter() {
+        XCTAssertEqual(written { $0.string("a\"b\\c/d") }, #""a\"b\\c/d""#)
+        XCTAssertEqual(written { $0.string("\n\r\t\u{08}\u{0C}") }, #""\n\r\t\b\f""#)
+        XCTAssertEqual(written { $0.string("\u{00}\u{01}\u{1F}\u{7F}") }, "\"\\u0000\\u0001\\u001f\u{7F}\"")
+        for scalar in 0..<0x20 {
+            let text = String(UnicodeScalar(UInt8(scalar)))
+            let json = written { $0.string(text) }
+            XCTAssertFalse(json.utf8.dropFirst().dropLast().contains { $0 < 0x20 }, "raw control byte \(scalar)")
+            let decoded = try? JSONSerialization.jsonObject(with: Data("[\(json)]".utf8)) as? [String]
+            XCTAssertEqual(decoded, [text], "control character \(scalar) must round-trip")
+        }
+    }
+
+    func testNonASCIIIsCopiedAsUTF8() {
+        let text = "Grüße, 世界 🚀 e\u{301}"
+        XCTAssertEqual(written { $0.string(text) }, "\"\(text)\"")
+        XCTAssertEqual(written { $0.string("") }, "\"\"")
+    }
+
+    func testIntegers() {
+        XCTAssertEqual(written { $0.integer(0) }, "0")
+        XCTAssertEqual(written { $0.integer(-42) }, "-42")
+        XCTAssertEqual(written { $0.integer(.max) }, "9223372036854775807")
+        XCTAssertEqual(written { $0.integer(.min) }, "-9223372036854775808")
+    }
+
+    func testDoublesRoundTripExactly() {
+        var values: [Double] = [0, -0.0, 0.1, 0.75, 1, -1.5, 1e-300, 5e-324, .greatestFiniteMagnitude,
+                                .leastNormalMagnitude, 123456789.123456789, 1e16, 3.141592653589793]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2000 { values.append(Double(bitPattern: generator.next() & ~(0x7FF << 52) | (UInt64.random(in: 1...2046) << 52))) }
+        for value in values {
+            let text = written { $0.double(value) }
+            let parsed = (try? JSONSerialization.jsonObject(with: Data("[\(text)]".utf8))) as? [Double]
+            XCTAssertNotNil(parsed, "\(text) is not JSON")
+            XCTAssertEqual(Double(text)?.bitPattern, value.bitPattern, "\(text) does not round-trip \(value)")
+        }
+        XCTAssertEqual(written { $0.double(0.75) }, "0.75")
+    }
+
+    func testTimestampsHaveMicrosecondPrecision() {
+        XCTAssertEqual(written { $0.timestamp(Date(timeIntervalSince1970: 1_767_261_600.125)) }, "1767261600.125")
+        XCTAssertEqual(written { $0.timestamp(Date(timeIntervalSince1970: 1_767_261_601.5)) }, "1767261601.5")
+        XCTAssertEqual(written { $0.timestamp(Date(timeIntervalSince1970: 1_767_261_599.80123)) }, "1767261599.80123")
+        XCTAssertEqual(written { $0.timestamp(Date(timeIntervalSince1970: 1_767_261_600.000001)) }, "1767261600.000001")
+        XCTAssertEqual(written { $0.timestamp(Date(timeIntervalSince1970: 1.0000004)) }, "1")
+        XCTAssertEqual(written { $0.timestamp(Date(timeIntervalSince1970: -1.25)) }, "-1.25")
+        XCTAssertEqual(written { $0.timestamp(Date(timeIntervalSince1970: .nan)) }, "0")
+    }
+
+    func testHex() {
+        XCTAssertEqual(written { $0.hex(0x9C1D_2E3F_4A5B_6C7D) }, "9c1d2e3f4a5b6c7d")
+        XCTAssertEqual(written { $0.hex(1) }, "0000000000000001")
+    }
+}

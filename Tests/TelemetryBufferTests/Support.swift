@@ -1,0 +1,158 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+let testDSN = "https://a1b2c3d4e5f60718293a4b5c6d7e8f90@o7.ingest.us.sentry.io/4242"
+
+/// A fresh folder under the system's temporary directory, removed by `remove()`.
+struct TemporaryDirectory {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("tb-tests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// Options for a test buffer in `directory`; a long interval unless the test is about the timer.
+func testOptions(_ directory: TemporaryDirectory, _ configure: (inout Options) -> Void = { _ in }) -> Options {
+    var options = Options(dsn: testDSN)
+    options.cacheDirectory = directory.url
+    options.flushInterval = 30
+    configure(&options)
+    return options
+}
+
+/// An envelope read back by a strict byte walk written independently of the library's reader:
+/// a header line, then for each item a header line with `length`, exactly that many payload bytes and
+/// exactly one LF; nothing after the last LF; no CR anywhere in a header.
+struct WalkedEnvelope {
+    struct Item {
+        var header: [String: Any]
+        var payload: [UInt8]
+        var type: String { header["type"] as? String ?? "" }
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any] ?? [:] }
+        /// The `items` array of a log or span container.
+        var elements: [[String: Any]] { json["items"] as? [[String: Any]] ?? [] }
+    }
+
+    var name: String
+    var header: [String: Any]
+    var items: [Item]
+    var bytes: [UInt8]
+
+    init(_ bytes: [UInt8], name: String = "") throws {
+        self.bytes = bytes
+        self.name = name
+        var offset = 0
+        func headerLine() throws -> [String: Any] {
+            guard let end = bytes[offset...].firstIndex(of: 0x0A) else { throw WalkError("header line without LF at \(offset)") }
+            let line = Array(bytes[offset..<end])
+            guard !line.contains(0x0D) else { throw WalkError("CR in a header line at \(offset)") }
+            guard let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
+                throw WalkError("header at \(offset) is not an object")
+            }
+            offset = end + 1
+            return object
+        }
+        header = try headerLine()
+        items = []
+        while offset < bytes.count {
+            let itemHeader = try headerLine()
+            guard let length = itemHeader["length"] as? Int else { throw WalkError("item without length") }
+            guard offset + length < bytes.count else { throw WalkError("payload of \(length) bytes overruns the envelope") }
+            let payload = Array(bytes[offset..<offset + length])
+            offset += length
+            guard bytes[offset] == 0x0A else { throw WalkError("payload not followed by exactly one LF") }
+            offset += 1
+            items.append(Item(header: itemHeader, payload: payload))
+        }
+        guard offset == bytes.count else { throw WalkError("bytes after the last item") }
+    }
+
+    /// Every log or span object in the envelope.
+    var elements: [[String: Any]] { items.flatMap(\.elements) }
+
+    /// The discarded_events of the client report, as reason/category → quantity.
+    var discards: [String: Int] {
+        var counts: [String: Int] = [:]
+        for item in items where item.type == "client_report" {
+            for event in item.json["discarded_events"] as? [[String: Any]] ?? [] {
+                counts["\(event["reason"]!)/\(event["category"]!)", default: 0] += event["quantity"] as? Int ?? 0
+            }
+        }
+        return counts
+    }
+}
+
+struct WalkError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Every envelope in a folder, oldest first, each checked by the strict walk.
+func walkEnvelopes(in folder: URL) throws -> [WalkedEnvelope] {
+    let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [])
+        .filter { $0.hasSuffix(".envelope") }.sorted()
+    return try names.map { name in
+        try WalkedEnvelope(Array(try Data(contentsOf: folder.appendingPathComponent(name))), name: name)
+    }
+}
+
+/// The log bodies in a folder's envelopes, in file order.
+func logBodies(in folder: URL) throws -> [String] {
+    try walkEnvelopes(in: folder).flatMap { envelope in
+        envelope.items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
+    }
+}
+
+/// Waits (up to a generous bound, never asserting a duration) until `condition` holds.
+func eventually(_ condition: () throws -> Bool, file: StaticString = #filePath, line: UInt = #line) rethrows {
+    let deadline = Date().addingTimeInterval(20)
+    while try !condition() {
+        guard Date() < deadline else { return XCTFail("condition never became true", file: file, line: line) }
+        usleep(5_000)
+    }
+}
+
+/// A transport that stores with a `FileTransport` but holds its first `send` until `open()`:
+/// it keeps the background queue busy so a test can fill the other region.
+final class GatedTransport: Transport, @unchecked Sendable {
+    let inner: FileTransport
+    private let gate = DispatchSemaphore(value: 0)
+    private let entered = DispatchSemaphore(value: 0)
+    private let firstCall = Locked(true)
+
+    init(directory: URL) throws { inner = try FileTransport(directory: directory, maxEnvelopes: 1000) }
+
+    func send(_ envelope: Envelope) throws {
+        if firstCall.withLock({ first in defer { first = false }; return first }) {
+            entered.signal()
+            gate.wait()
+        }
+        try inner.send(envelope)
+    }
+
+    /// Returns once the first `send` is waiting at the gate.
+    func waitUntilHeld() { entered.wait() }
+
+    func open() { gate.signal() }
+}
+
+extension Log {
+    static func test(_ body: String, trace: TraceID = TraceID(high: 1, low: 2), attributes: Attributes = [:]) -> Log {
+        Log(level: .info, body: body, traceID: trace, timestamp: Date(timeIntervalSince1970: 1_767_261_600),
+            attributes: attributes)
+    }
+}
+
+extension Span {
+    static func test(_ name: String, trace: TraceID, id: UInt64 = UInt64.random(in: 1 ... .max)) -> Span {
+        Span(traceID: trace, spanID: SpanID(id), name: name, isSegment: false,
+             startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.5),
+             endTimestamp: Date(timeIntervalSince1970: 1_767_261_600))
+    }
+}
