@@ -1,0 +1,223 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+final class BatchingTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    func testFlushWritesEverythingInOrderAndRespectsTheLogLimit() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxLogsPerBatch = 10 })
+        for index in 0..<25 { XCTAssertTrue(buffer.add(log: .test("log \(index)"))) }
+        buffer.flush()
+        let envelopes = try walkEnvelopes(in: buffer.envelopesDirectory)
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<25).map { "log \($0)" })
+        for envelope in envelopes {
+            XCTAssertEqual(envelope.items.count, 1)
+            let item = try XCTUnwrap(envelope.items.first)
+            XCTAssertLessThanOrEqual(item.elements.count, 10)
+            XCTAssertEqual(item.header["item_count"] as? Int, item.elements.count)
+            XCTAssertEqual(item.header["content_type"] as? String, "application/vnd.sentry.items.log+json")
+        }
+    }
+
+    func testReachingTheLogLimitForwardsWithoutAFlush() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxLogsPerBatch = 10 })
+        for index in 0..<10 { buffer.add(log: .test("log \(index)")) }
+        try eventually { try logBodies(in: buffer.envelopesDirectory).count == 10 }
+        XCTAssertEqual(try walkEnvelopes(in: buffer.envelopesDirectory).count, 1)
+    }
+
+    func testReachingTheSpanLimitForwardsWithoutAFlush() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxSpansPerBatch = 5 })
+        for index in 0..<5 { buffer.add(span: .test("span \(index)", trace: TraceID(high: 9, low: 9))) }
+        try eventually { try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements).count == 5 }
+    }
+
+    func testTheTimerForwardsTheFirstItemsAndDoesNotRunWhileEmpty() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.flushInterval = 0.05 })
+        buffer.add(log: .test("first"))
+        try eventually { try logBodies(in: buffer.envelopesDirectory) == ["first"] }
+        // Nothing is buffered now: a running timer would have nothing to write, and must write nothing.
+        usleep(300_000)
+        XCTAssertEqual(try walkEnvelopes(in: buffer.envelopesDirectory).count, 1)
+        buffer.add(log: .test("second"))
+        try eventually { try logBodies(in: buffer.envelopesDirectory) == ["first", "second"] }
+    }
+
+    func testTheByteLimitRotatesAndBoundsEveryEnvelope() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = 4096 })
+        let body = String(repeating: "x", count: 500)
+        var accepted: [String] = []
+        for index in 0..<40 {
+            // A burst faster than fsync may overflow 4 KiB regions; then wait for the writer.
+            if !buffer.add(log: .test("\(index) \(body)")) {
+                buffer.flush()
+                XCTAssertTrue(buffer.add(log: .test("\(index) \(body)")))
+            }
+            accepted.append("\(index) \(body)")
+        }
+        buffer.flush()
+        let envelopes = try walkEnvelopes(in: buffer.envelopesDirectory)
+        XCTAssertGreaterThan(envelopes.count, 5)
+        for envelope in envelopes {
+            XCTAssertLessThanOrEqual(envelope.items.first { $0.type == "log" }?.payload.count ?? 0, 4096)
+        }
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), accepted)
+    }
+
+    func testAnItemLargerThanTheBatchIsRejectedAndCounted() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = 4096 })
+        XCTAssertFalse(buffer.add(log: .test(String(repeating: "y", count: 5000))))
+        XCTAssertTrue(buffer.add(log: .test("small")))
+        let pending = try XCTUnwrap(buffer.pendingDiscards)
+        XCTAssertEqual(pending.quantity(.invalid, .logItem), 1)
+        XCTAssertGreaterThan(pending.quantity(.invalid, .logByte), 5000)
+        buffer.flush()
+        let envelope = try XCTUnwrap(walkEnvelopes(in: buffer.envelopesDirectory).first)
+        XCTAssertEqual(envelope.discards["invalid/log_item"], 1, "the drop rides in the next envelope")
+        XCTAssertNil(buffer.pendingDiscards)
+    }
+
+    func testCloseForwardsThenRejectsAndCountsEveryRejection() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        buffer.add(log: .test("kept"))
+        buffer.add(span: .test("kept span", trace: TraceID(high: 3, low: 3)))
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept"])
+        XCTAssertFalse(buffer.add(log: .test("late 1")))
+        XCTAssertFalse(buffer.add(log: .test("late 2")))
+        XCTAssertFalse(buffer.add(span: .test("late span", trace: TraceID(high: 3, low: 3))))
+        let pending = try XCTUnwrap(buffer.pendingDiscards)
+        XCTAssertEqual(pending.quantity(.bufferOverflow, .logItem), 2)
+        XCTAssertEqual(pending.quantity(.bufferOverflow, .span), 1)
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept"])
+    }
+
+    func testCloseStoresPendingDropCountsOnTheirOwn() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = 4096 })
+        buffer.add(log: .test(String(repeating: "z", count: 5000)))
+        buffer.close()
+        let envelopes = try walkEnvelopes(in: buffer.envelopesDirectory)
+        XCTAssertEqual(envelopes.count, 1)
+        XCTAssertEqual(envelopes[0].items.map(\.type), ["client_report"])
+        XCTAssertEqual(envelopes[0].discards["invalid/log_item"], 1)
+    }
+
+    func testDidEnterBackgroundForwardsWithoutBlocking() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        buffer.add(log: .test("before background"))
+        buffer.didEnterBackground()
+        try eventually { try logBodies(in: buffer.envelopesDirectory) == ["before background"] }
+    }
+
+    func testSpansAreBucketedOneTracePerEnvelope() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxSpansPerBatch = 5 })
+        let traces = (1...3).map { TraceID(high: UInt64($0), low: 42) }
+        // Interleaved: 7 spans of trace 1, 3 of trace 2, 2 of trace 3; trace 1 needs two envelopes.
+        var expected: [TraceID: Int] = [:]
+        for index in 0..<12 {
+            let trace = index < 9 && index % 3 != 2 ? traces[0] : (index % 2 == 0 ? traces[1] : traces[2])
+            expected[trace, default: 0] += 1
+            buffer.add(span: .test("span \(index)", trace: trace))
+            buffer.add(log: .test("log \(index)", trace: trace))
+        }
+        buffer.flush()
+        var seen: [TraceID: Int] = [:]
+        for envelope in try walkEnvelopes(in: buffer.envelopesDirectory) where envelope.items.first?.type == "span" {
+            XCTAssertEqual(envelope.items.count, 1, "one span item, no logs mixed in")
+            let context = try XCTUnwrap(envelope.header["trace"] as? [String: String])
+            let trace = try XCTUnwrap(TraceID(try XCTUnwrap(context["trace_id"])))
+            let spans = envelope.items[0].elements
+            XCTAssertLessThanOrEqual(spans.count, 5)
+            XCTAssertTrue(spans.allSatisfy { $0["trace_id"] as? String == trace.description })
+            seen[trace, default: 0] += spans.count
+        }
+        XCTAssertEqual(seen, expected)
+    }
+
+    /// Fills the active region while the other one is stuck in the transport: the caller is never
+    /// blocked, the overflow is dropped and counted, and a trace that lost a span is dropped whole.
+    func testOverflowDropsWholeTracesAndCountsEveryDrop() throws {
+        let transport = try GatedTransport(directory: directory.url.appendingPathComponent("out"))
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.maxBatchBytes = 4096
+            $0.transport = transport
+        })
+        let padding = String(repeating: "p", count: 300)
+        var accepted = (0..<3).map { "a\($0) \(padding)" }
+        for body in accepted { XCTAssertTrue(buffer.add(log: .test(body))) }
+        // Region A goes to the transport and is held there; region B takes the adds.
+        buffer.didEnterBackground()
+        transport.waitUntilHeld()
+
+        let doomed = TraceID(high: 0xD, low: 0xD), kept = TraceID(high: 0xC, low: 0xC)
+        XCTAssertTrue(buffer.add(span: .test("doomed 0", trace: doomed)))
+        XCTAssertTrue(buffer.add(span: .test("kept 0", trace: kept)))
+        var index = 0
+        while buffer.add(log: .test("b\(index) \(padding)")) {
+            accepted.append("b\(index) \(padding)")
+            index += 1
+        }
+        XCTAssertGreaterThan(index, 3)
+        XCTAssertFalse(buffer.add(log: .test("c\(index) \(padding)")), "B stays full while A is held")
+        XCTAssertFalse(buffer.add(span: .test("doomed 1 \(padding)", trace: doomed)), "too big for what is left")
+        XCTAssertFalse(buffer.add(span: .test("d", trace: doomed)), "a condemned trace takes no more spans")
+        XCTAssertTrue(buffer.add(span: .test("k", trace: kept)), "other traces still fit")
+
+        transport.open()
+        buffer.close()
+        let envelopes = try walkEnvelopes(in: transport.inner.directory)
+        XCTAssertEqual(try logBodies(in: transport.inner.directory), accepted, "every accepted log, once, in order")
+        let spanNames = envelopes.flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
+            .compactMap { $0["name"] as? String }
+        XCTAssertEqual(spanNames, ["kept 0", "k"])
+        let discards = envelopes.reduce(into: [String: Int]()) { $0.merge($1.discards, uniquingKeysWith: +) }
+        XCTAssertEqual(discards["buffer_overflow/log_item"], 2)
+        XCTAssertGreaterThan(discards["buffer_overflow/log_byte"] ?? 0, 2 * 300)
+        XCTAssertEqual(discards["buffer_overflow/span"], 3, "the two rejected spans and the buffered one")
+    }
+
+    func testConcurrentAddsFlushesAndCloseLoseNothingAndDuplicateNothing() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.maxLogsPerBatch = 50
+            $0.maxCachedEnvelopes = 10_000
+        })
+        let threads = 4, perThread = 2000
+        let accepted = Locked(Set<String>())
+        DispatchQueue.concurrentPerform(iterations: threads + 1) { thread in
+            if thread == threads {
+                for _ in 0..<20 { buffer.flush(); usleep(1000) }
+                return
+            }
+            for index in 0..<perThread {
+                let body = "t\(thread) i\(index)"
+                if buffer.add(log: .test(body)) { _ = accepted.withLock { $0.insert(body) } }
+            }
+        }
+        buffer.close()
+        let bodies = try logBodies(in: buffer.envelopesDirectory)
+        XCTAssertEqual(bodies.count, Set(bodies).count, "no duplicates")
+        XCTAssertEqual(Set(bodies), accepted.withLock { $0 })
+        let drops = buffer.pendingDiscards?.quantity(.bufferOverflow, .logItem) ?? 0
+        let stored = try walkEnvelopes(in: buffer.envelopesDirectory).reduce(0) { $0 + ($1.discards["buffer_overflow/log_item"] ?? 0) }
+        XCTAssertEqual(bodies.count + drops + stored, threads * perThread, "every item delivered or counted")
+        // Per thread, the order of arrival is kept.
+        for thread in 0..<threads {
+            let own = bodies.filter { $0.hasPrefix("t\(thread) ") }.map { Int($0.split(separator: "i")[1])! }
+            XCTAssertEqual(own, own.sorted())
+        }
+    }
+
+    func testFlushWithTimeoutAndFromManyThreads() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        buffer.add(log: .test("x"))
+        XCTAssertTrue(buffer.flush(timeout: 30))
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["x"])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in buffer.flush() }
+        XCTAssertEqual(try walkEnvelopes(in: buffer.envelopesDirectory).count, 1, "empty flushes write nothing")
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+final class OptionsTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private func assertInvalid(_ name: String, _ configure: (inout Options) -> Void, line: UInt = #line) {
+        XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory, configure)), line: line) { error in
+            guard case .invalidOption(let option, let reason) = error as? TelemetryBufferError else {
+                return XCTFail("\(error)", line: line)
+            }
+            XCTAssertEqual(option, name, line: line)
+            XCTAssertFalse(reason.isEmpty, line: line)
+        }
+    }
+
+    func testLimitsOutOfRangeAreRejected() {
+        assertInvalid("flushInterval") { $0.flushInterval = 0 }
+        assertInvalid("flushInterval") { $0.flushInterval = -1 }
+        assertInvalid("flushInterval") { $0.flushInterval = 30.5 }
+        assertInvalid("maxLogsPerBatch") { $0.maxLogsPerBatch = 101 }
+        assertInvalid("maxLogsPerBatch") { $0.maxLogsPerBatch = 0 }
+        assertInvalid("maxSpansPerBatch") { $0.maxSpansPerBatch = 1001 }
+        assertInvalid("maxBatchBytes") { $0.maxBatchBytes = (1 << 20) + 1 }
+        assertInvalid("maxBatchBytes") { $0.maxBatchBytes = 100 }
+        assertInvalid("maxCachedEnvelopes") { $0.maxCachedEnvelopes = 0 }
+        assertInvalid("maxEnvelopeAge") { $0.maxEnvelopeAge = 0 }
+        assertInvalid("tracesSampleRate") { $0.tracesSampleRate = 0 }
+        assertInvalid("sdkName") { $0.sdkName = "" }
+    }
+
+    func testTheLimitsThemselvesAreAccepted() throws {
+        _ = try TelemetryBuffer(options: testOptions(directory) {
+            $0.flushInterval = 30
+            $0.maxLogsPerBatch = 100
+            $0.maxSpansPerBatch = 1000
+            $0.maxBatchBytes = 1 << 20
+        })
+    }
+
+    func testInvalidDSNIsRejected() {
+        XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory) { $0.dsn = "https://nokey.example/1" })) {
+            XCTAssertTrue("\($0)".contains("public key"), "\($0)")
+        }
+    }
+
+    func testUnusableCacheDirectoriesAreRejected() throws {
+        let file = directory.url.appendingPathComponent("a-file")
+        try Data("x".utf8).write(to: file)
+        for path in [file, file.appendingPathComponent("below")] {
+            XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory) { $0.cacheDirectory = path })) { error in
+                guard case .unusableCacheDirectory(let reported, _) = error as? TelemetryBufferError else {
+                    return XCTFail("\(error)")
+                }
+                XCTAssertEqual(reported, path.path)
+            }
+        }
+    }
+
+    func testStrategiesNotYetBuiltAnswerWithAClearError() {
+        for strategy in [Options.Strategy.fileStreamCache, .doubleRotatingBuffer] {
+            XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory) { $0.strategy = strategy })) {
+                XCTAssertEqual($0 as? TelemetryBufferError, .strategyUnavailable(strategy.rawValue))
+            }
+        }
+    }
+
+    func testFoldersAreNamedBySHA1OfTheDSN() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.directory.lastPathComponent, SHA1.hex(testDSN.utf8))
+        XCTAssertEqual(buffer.directory.lastPathComponent.count, 40)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: buffer.envelopesDirectory.path))
+    }
+}

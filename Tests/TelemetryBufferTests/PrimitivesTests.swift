@@ -1,0 +1,68 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+final class SHA1Tests: XCTestCase {
+    func testKnownVectors() {
+        XCTAssertEqual(SHA1.hex("".utf8), "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        XCTAssertEqual(SHA1.hex("abc".utf8), "a9993e364706816aba3e25717850c26c9cd0d89d")
+        XCTAssertEqual(SHA1.hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8),
+                       "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
+        XCTAssertEqual(SHA1.hex("The quick brown fox jumps over the lazy dog".utf8),
+                       "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12")
+        XCTAssertEqual(SHA1.hex([UInt8](repeating: 0x61, count: 1_000_000)), "34aa973cd4c4daa4f61eeb2bdbad27316534016f")
+    }
+
+    func testBlockBoundaries() {
+        // 55, 56 and 64 bytes straddle the padding boundary (values from Python's hashlib).
+        XCTAssertEqual(SHA1.hex([UInt8](repeating: 0x61, count: 55)), "c1c8bbdc22796e28c0e15163d20899b65621d65a")
+        XCTAssertEqual(SHA1.hex([UInt8](repeating: 0x61, count: 56)), "c2db330f6083854c99d4b5bfb6e8f29f201be699")
+        XCTAssertEqual(SHA1.hex([UInt8](repeating: 0x61, count: 64)), "0098ba824b5c16427bd7a1122a5a442a25ec644d")
+    }
+}
+
+final class CRC32CTests: XCTestCase {
+    func testCheckValueAndContinuation() {
+        let bytes = Array("123456789".utf8)
+        bytes.withUnsafeBytes { all in
+            XCTAssertEqual(CRC32C.checksum(all), 0xE306_9283)
+            let first = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[0..<4]))
+            XCTAssertEqual(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[4...]), continuing: first), 0xE306_9283)
+        }
+        XCTAssertEqual([UInt8](repeating: 0, count: 32).withUnsafeBytes { CRC32C.checksum($0) }, 0x8A91_36AA)
+    }
+}
+
+final class DSNTests: XCTestCase {
+    func testParsesAndDerivesTheEndpoint() throws {
+        let dsn = try DSN("https://a1b2c3@o7.ingest.us.sentry.io/4242")
+        XCTAssertEqual(dsn.publicKey, "a1b2c3")
+        XCTAssertNil(dsn.secretKey)
+        XCTAssertEqual(dsn.projectID, "4242")
+        XCTAssertEqual(dsn.organizationID, "7")
+        XCTAssertEqual(dsn.envelopeEndpoint.absoluteString, "https://o7.ingest.us.sentry.io/api/4242/envelope/")
+
+        let local = try DSN("http://key:secret@127.0.0.1:9000/prefix/path/17")
+        XCTAssertEqual(local.secretKey, "secret")
+        XCTAssertEqual(local.port, 9000)
+        XCTAssertNil(local.organizationID)
+        XCTAssertEqual(local.envelopeEndpoint.absoluteString, "http://127.0.0.1:9000/prefix/path/api/17/envelope/")
+    }
+
+    func testRejectsInvalidDSNsSayingWhy() {
+        let cases = [
+            "": "empty", "not a url": "scheme", "ftp://k@h/1": "scheme", "https://h/1": "public key",
+            "https://k@h": "project ID", "https://k@h/": "project ID", "https://k@h/1?x=y": "query",
+            "https://k@/1": "host",
+        ]
+        for (text, reason) in cases {
+            XCTAssertThrowsError(try DSN(text), text) { error in
+                guard case .invalidDSN(let dsn, let why) = error as? TelemetryBufferError else {
+                    return XCTFail("\(text): \(error)")
+                }
+                XCTAssertEqual(dsn, text)
+                XCTAssertTrue(why.contains(reason), "\(text): '\(why)' should mention \(reason)")
+            }
+        }
+    }
+}
