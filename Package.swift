@@ -11,7 +11,8 @@ let package = Package(
     targets: [
         .target(name: "TelemetryBuffer"),
         .executableTarget(name: "telemetry-demo", dependencies: ["TelemetryBuffer"]),
-        .testTarget(name: "TelemetryBufferTests", dependencies: ["TelemetryBuffer"]),
+        // The tests run the demo as a child process, so it must be built with them.
+        .testTarget(name: "TelemetryBufferTests", dependencies: ["TelemetryBuffer", "telemetry-demo"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -78,10 +78,9 @@ public final class TelemetryBuffer: Sendable {
     }
 
     deinit {
-        LiveBuffers.unregister(ObjectIdentifier(self))
         scheduler.cancel()
         // Items the app added but never flushed: forward them, keeping the strategy alive for it.
-        queue.async { [strategy] in strategy.close() }
+        LiveBuffers.release(ObjectIdentifier(self), finalForward: { [strategy] in strategy.close() }, on: queue)
     }
 
     // MARK: Adding

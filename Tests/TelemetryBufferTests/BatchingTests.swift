@@ -212,6 +212,14 @@ final class BatchingTests: XCTestCase {
         }
     }
 
+    func testReleasingABufferWithoutCloseForwardsWhatItHeld() throws {
+        var buffer: TelemetryBuffer? = try TelemetryBuffer(options: testOptions(directory))
+        let folder = buffer!.envelopesDirectory
+        buffer!.add(log: .test("orphan"))
+        buffer = nil
+        try eventually { try logBodies(in: folder) == ["orphan"] }
+    }
+
     func testFlushWithTimeoutAndFromManyThreads() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         buffer.add(log: .test("x"))

@@ -10,11 +10,17 @@ enum LiveBuffers {
 
     private static let buffers = Locked<[ObjectIdentifier: WeakBuffer]>([:])
 
+    /// Final forwards scheduled by buffers that were released without `close()`; exit waits for them.
+    private static let closing = DispatchGroup()
+
     /// How long a graceful exit waits for each buffer.
     private static let exitTimeout: TimeInterval = 2
 
     private static let installHooks: Void = {
-        atexit { LiveBuffers.each { $0.flush(timeout: LiveBuffers.exitTimeout) } }
+        atexit {
+            LiveBuffers.each { $0.flush(timeout: LiveBuffers.exitTimeout) }
+            _ = LiveBuffers.closing.wait(timeout: .now() + LiveBuffers.exitTimeout)
+        }
         #if canImport(UIKit) && !os(watchOS)
         // The raw name of UIApplication.didEnterBackgroundNotification, so this file needs no UIKit import.
         _ = NotificationCenter.default.addObserver(
@@ -28,8 +34,15 @@ enum LiveBuffers {
         buffers.withLock { $0[ObjectIdentifier(buffer)] = WeakBuffer(buffer) }
     }
 
-    static func unregister(_ id: ObjectIdentifier) {
+    /// Forgets a released buffer and runs its final forward on `queue` without blocking the releasing
+    /// thread; a graceful exit still waits for it.
+    static func release(_ id: ObjectIdentifier, finalForward: @escaping @Sendable () -> Void, on queue: DispatchQueue) {
         _ = buffers.withLock { $0.removeValue(forKey: id) }
+        closing.enter()
+        queue.async {
+            finalForward()
+            closing.leave()
+        }
     }
 
     private static func each(_ body: (TelemetryBuffer) -> Void) {

@@ -1,0 +1,103 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// Every kind of envelope the library writes is parsed by the official Sentry Python SDK
+/// (`sentry_sdk.envelope.Envelope.deserialize_from`, sentry-sdk 2.75.0) and by the strict byte walk.
+/// Without sentry-sdk the test skips locally and fails when `CI=true`.
+final class ConformanceTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    func testTheOfficialParserAcceptsEveryKindOfEnvelope() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.maxBatchBytes = 8192
+            $0.maxLogsPerBatch = 7
+            $0.maxSpansPerBatch = 4
+            $0.environment = "conformance"
+            $0.release = "r@1"
+        })
+        // A drop that rides as a client report in the next envelope.
+        buffer.add(log: .test(String(repeating: "x", count: 9000)))
+        let tricky = "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} unicode Grüße 🚀 \u{2028}"
+        for index in 0..<20 {
+            if index % 5 == 0 { buffer.flush() }  // small regions: keep this burst below overflow
+            buffer.add(log: .test("\(tricky) \(index)", attributes: [
+                "s": .string(tricky), "i": .integer(Int64(index)), "d": .double(Double(index) / 3),
+                "b": .boolean(index % 2 == 0), "nan": .double(.nan), "arr": .stringArray([tricky, ""]),
+            ]))
+        }
+        for trace in 1...3 {
+            buffer.flush()
+            for index in 0..<6 {
+                buffer.add(span: .test("span \(trace).\(index) \(tricky)", trace: TraceID(high: UInt64(trace), low: 7)))
+            }
+        }
+        buffer.flush()
+        // And a client report on its own.
+        buffer.add(log: .test(String(repeating: "y", count: 9000)))
+        buffer.close()
+
+        let summaries = try parseWithSentrySDK(buffer.envelopesDirectory)
+        let walked = try walkEnvelopes(in: buffer.envelopesDirectory)
+        let discards = walked.reduce(into: [String: Int]()) { $0.merge($1.discards, uniquingKeysWith: +) }
+        XCTAssertEqual(discards.filter { $0.key.hasSuffix("_item") || $0.key.hasSuffix("span") }, ["invalid/log_item": 2])
+        XCTAssertEqual(walked.flatMap(\.elements).count, 20 + 18)
+        XCTAssertEqual(summaries.count, walked.count)
+        XCTAssertEqual(Set(walked.flatMap { $0.items.map(\.type) }), ["log", "span", "client_report"])
+        XCTAssertTrue(walked.contains { $0.items.map(\.type) == ["client_report"] })
+        XCTAssertTrue(walked.contains { $0.items.map(\.type) == ["log", "client_report"] })
+        for envelope in walked {
+            let summary = try XCTUnwrap(summaries.first { $0.key.hasSuffix(envelope.name) }?.value)
+            try assertAgree(summary, envelope)
+        }
+    }
+
+    /// What the Python parser saw equals what the strict walk saw.
+    func assertAgree(_ summary: [String: Any], _ envelope: WalkedEnvelope, file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertEqual(summary["trailing_bytes"] as? Int, 0, file: file, line: line)
+        XCTAssertEqual(summary["headers"] as? [String], envelope.header.keys.sorted(), file: file, line: line)
+        let items = try XCTUnwrap(summary["items"] as? [[String: Any]], file: file, line: line)
+        XCTAssertEqual(items.map { $0["type"] as? String }, envelope.items.map(\.type), file: file, line: line)
+        for (parsed, walked) in zip(items, envelope.items) {
+            XCTAssertEqual(parsed["payload_bytes"] as? Int, walked.payload.count, file: file, line: line)
+            XCTAssertEqual(parsed["length"] as? Int, walked.payload.count, file: file, line: line)
+            if walked.type != "client_report" {
+                XCTAssertEqual(parsed["elements"] as? Int, parsed["item_count"] as? Int, "item_count = items.length", file: file, line: line)
+            }
+        }
+        if let trace = summary["trace_id"] as? String {
+            let spans = envelope.items.flatMap(\.elements)
+            XCTAssertTrue(spans.allSatisfy { $0["trace_id"] as? String == trace }, "one trace per envelope", file: file, line: line)
+        }
+    }
+}
+
+/// Runs `Tests/Conformance/parse_envelopes.py` on `folders`; skips (or fails on CI) without sentry-sdk.
+func parseWithSentrySDK(_ folders: URL...) throws -> [String: [String: Any]] {
+    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Conformance/parse_envelopes.py")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", script.path] + folders.map(\.path)
+    let output = Pipe(), errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    do { try process.run() } catch { throw skipOrFail("python3 cannot be started: \(error)") }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    switch process.terminationStatus {
+    case 0: break
+    case 3, 127: throw skipOrFail("sentry-sdk is not available (pip install sentry-sdk==2.75.0): \(message)")
+    default: throw WalkError("the official parser rejected an envelope: \(message)")
+    }
+    return try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: [String: Any]])
+}
+
+private func skipOrFail(_ reason: String) -> Error {
+    if ProcessInfo.processInfo.environment["CI"] == "true" { return WalkError("CI=true: \(reason)") }
+    return XCTSkip(reason)
+}

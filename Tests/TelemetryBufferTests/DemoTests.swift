@@ -1,0 +1,113 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// The `telemetry-demo` executable, run as a real child process.
+final class DemoTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private var envelopes: URL {
+        directory.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
+    }
+
+    func testStressAcknowledgesEveryItemAndDeliversEachExactlyOnce() throws {
+        let run = try Demo.run(["stress", "--dir", directory.url.path, "--count", "500", "--spans"])
+        XCTAssertEqual(run.status, 0, run.errors)
+        XCTAssertEqual(run.lines, (0..<500).map { "ack \($0)" })
+        let walked = try walkEnvelopes(in: envelopes)
+        XCTAssertEqual(try logBodies(in: envelopes), (0..<500).map { "item \($0)" })
+        let spanNames = walked.flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
+            .compactMap { $0["name"] as? String }
+        XCTAssertEqual(spanNames.sorted(), (0..<500).map { "item \($0)" }.sorted())
+        let summaries = try parseWithSentrySDK(envelopes)
+        XCTAssertEqual(summaries.count, walked.count, "the official parser read every demo envelope")
+    }
+
+    func testAGracefulExitWithoutCloseStillStoresEverything() throws {
+        let run = try Demo.run(["stress", "--dir", directory.url.path, "--count", "250", "--no-close"])
+        XCTAssertEqual(run.status, 0, run.errors)
+        XCTAssertEqual(run.lines.count, 250)
+        XCTAssertEqual(try logBodies(in: envelopes), (0..<250).map { "item \($0)" })
+    }
+
+    func testRecoverAndInspectDescribeTheFolder() throws {
+        XCTAssertEqual(try Demo.run(["stress", "--dir", directory.url.path, "--count", "30"]).status, 0)
+        let recover = try Demo.run(["recover", "--dir", directory.url.path])
+        XCTAssertEqual(recover.status, 0, recover.errors)
+        XCTAssertEqual(recover.lines.count, 1)
+        XCTAssertTrue(recover.lines[0].contains("(30 logs, 0 spans)"), recover.lines[0])
+        let inspect = try Demo.run(["inspect", "--dir", directory.url.path])
+        XCTAssertEqual(inspect.status, 0, inspect.errors)
+        XCTAssertTrue(inspect.lines.contains("DSN folder \(SHA1.hex(demoDefaultDSN.utf8))"), inspect.output)
+        XCTAssertTrue(inspect.lines.contains { $0.contains(".envelope") && $0.contains("log ×30") }, inspect.output)
+    }
+
+    func testUnavailableStrategiesAndBadArgumentsFailClearly() throws {
+        let strategy = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "doubleRotatingBuffer"])
+        XCTAssertEqual(strategy.status, 1)
+        XCTAssertTrue(strategy.errors.contains("not available"), strategy.errors)
+        let unknown = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "nope"])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.errors.contains("unknown strategy"), unknown.errors)
+        XCTAssertEqual(try Demo.run(["stress"]).status, 2, "--dir is required")
+        let dsn = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", "not-a-dsn"])
+        XCTAssertEqual(dsn.status, 1)
+        XCTAssertTrue(dsn.errors.contains("invalid DSN"), dsn.errors)
+    }
+
+    func testTheTourRuns() throws {
+        let tour = try Demo.run([])
+        XCTAssertEqual(tour.status, 0, tour.errors)
+        XCTAssertTrue(tour.output.contains("span ×2"), tour.output)
+        XCTAssertTrue(tour.output.contains("add → false"), tour.output)
+    }
+}
+
+/// The demo's default DSN (kept equal to `demoDSN` in Sources/telemetry-demo/main.swift).
+let demoDefaultDSN = "https://a1b2c3d4e5f60718293a4b5c6d7e8f90@o7.ingest.us.sentry.io/4242"
+
+enum Demo {
+    struct Run {
+        var status: Int32
+        var output: String
+        var errors: String
+        var lines: [String] { output.split(separator: "\n").map(String.init) }
+    }
+
+    /// The demo binary, built next to the test bundle.
+    static var executable: URL {
+        let candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
+            + Bundle.allBundles.map { $0.bundleURL.deletingLastPathComponent() }
+        for folder in candidates {
+            let binary = folder.appendingPathComponent("telemetry-demo")
+            if FileManager.default.isExecutableFile(atPath: binary.path) { return binary }
+        }
+        return candidates[0].appendingPathComponent("telemetry-demo")
+    }
+
+    static func run(_ arguments: [String]) throws -> Run {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        // Read both pipes while the child runs, so a full pipe never blocks it.
+        let errorData = Locked(Data())
+        let drained = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let data = errors.fileHandleForReading.readDataToEndOfFile()
+            errorData.withLock { $0 = data }
+            drained.signal()
+        }
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        drained.wait()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
+                   errors: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+    }
+}

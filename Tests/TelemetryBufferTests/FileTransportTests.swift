@@ -1,0 +1,124 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+final class FileTransportTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+    private var folder: URL { directory.url.appendingPathComponent("envelopes") }
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private let encoder = EnvelopeEncoder(
+        dsn: try! DSN(testDSN), sdkName: "test", sdkVersion: "1",
+        sampling: .init(publicKey: "k", sampleRate: 1, release: nil, environment: nil, organizationID: nil))
+
+    /// A log envelope whose one log's body is `body`.
+    private func envelope(_ body: String) -> Envelope {
+        let buffer = ByteBuffer(capacity: 256)
+        var writer = JSONWriter(appendingTo: buffer)
+        ItemEncoder(defaults: [:]).encode(Log.test(body), into: &writer)
+        writer.finish()
+        return encoder.logs([buffer.bytes], report: nil)
+    }
+
+    private func bodies() throws -> [String] { try logBodies(in: folder) }
+
+    func testNamesSortByAgeAndFilesAreExactlyTheEnvelope() throws {
+        let transport = try FileTransport(directory: folder)
+        for index in 0..<20 { try transport.send(envelope("e\(index)")) }
+        XCTAssertEqual(try bodies(), (0..<20).map { "e\($0)" })
+        XCTAssertEqual(transport.storedEnvelopes().map(\.lastPathComponent),
+                       try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted())
+        let first = try Data(contentsOf: transport.storedEnvelopes()[0])
+        XCTAssertEqual(Array(first), envelope("e0").bytes)
+    }
+
+    func testEvictsTheOldestBeyondTheLimitAndCountsItsItems() throws {
+        let reports = ClientReportRecorder()
+        let transport = try FileTransport(directory: folder, maxEnvelopes: 3, maxAge: 3600, reports: reports,
+                                          diagnostics: Diagnostics(handler: nil))
+        for index in 0..<5 { try transport.send(envelope("e\(index)")) }
+        XCTAssertEqual(try bodies(), ["e2", "e3", "e4"])
+        let report = try XCTUnwrap(reports.take())
+        XCTAssertEqual(report.quantity(.cacheOverflow, .logItem), 2)
+        let payloadBytes = try WalkedEnvelope(envelope("e0").bytes).items[0].payload.count
+        XCTAssertEqual(report.quantity(.cacheOverflow, .logByte), 2 * payloadBytes)
+    }
+
+    func testOpeningRemovesExpiredEnvelopesAndInterruptedWrites() throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let old = Date().addingTimeInterval(-8 * 24 * 3600)
+        try Data(envelope("old by name").bytes).write(to: folder.appendingPathComponent(FileTransport.name(now: old, counter: 0)))
+        let foreign = folder.appendingPathComponent("foreign.envelope")
+        try Data(envelope("old by mtime").bytes).write(to: foreign)
+        try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: foreign.path)
+        try Data(envelope("fresh").bytes).write(to: folder.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)))
+        try Data("partial".utf8).write(to: folder.appendingPathComponent(".123-000000-abc.envelope.tmp"))
+
+        let reports = ClientReportRecorder()
+        let transport = try FileTransport(directory: folder, maxEnvelopes: 30, maxAge: 7 * 24 * 3600, reports: reports,
+                                          diagnostics: Diagnostics(handler: nil))
+        XCTAssertEqual(try bodies(), ["fresh"])
+        XCTAssertEqual(transport.storedEnvelopes().count, 1)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder.path).count, 1, "the .tmp is gone")
+        XCTAssertEqual(reports.take()?.quantity(.cacheOverflow, .logItem), 2)
+    }
+
+    func testOpeningEnforcesTheLimitOnWhatIsAlreadyThere() throws {
+        let first = try FileTransport(directory: folder, maxEnvelopes: 10)
+        for index in 0..<6 { try first.send(envelope("e\(index)")) }
+        _ = try FileTransport(directory: folder, maxEnvelopes: 4)
+        XCTAssertEqual(try bodies(), ["e2", "e3", "e4", "e5"])
+    }
+
+    /// A reader listing and reading the folder while envelopes are written never sees a partial one.
+    func testAConcurrentReaderNeverSeesAPartialEnvelope() throws {
+        let transport = try FileTransport(directory: folder, maxEnvelopes: 1000)
+        let large = String(repeating: "0123456789", count: 20_000)
+        let done = Locked(false)
+        let seen = Locked(0)
+        let failures = Locked([String]())
+        let folder = folder
+        let reader = Thread {
+            while !done.withLock({ $0 }) {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+                for name in names where name.hasSuffix(".envelope") {
+                    guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(name).path) else { continue }
+                    do {
+                        let walked = try WalkedEnvelope(Array(data))
+                        if walked.elements.first?["body"] as? String != large { throw WalkError("wrong body") }
+                        seen.withLock { $0 += 1 }
+                    } catch {
+                        failures.withLock { $0.append("\(name): \(error)") }
+                    }
+                }
+            }
+        }
+        reader.start()
+        for _ in 0..<100 { try transport.send(envelope(large)) }
+        done.withLock { $0 = true }
+        while !reader.isFinished { usleep(1000) }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        XCTAssertGreaterThan(seen.withLock { $0 }, 0, "the reader did read envelopes")
+    }
+
+    func testAFailedWriteThrowsAndLeavesNothingBehind() throws {
+        let transport = try FileTransport(directory: folder)
+        try FileManager.default.removeItem(at: folder)
+        XCTAssertThrowsError(try transport.send(envelope("lost"))) { error in
+            guard case .fileSystem(let operation, _, let code) = error as? TelemetryBufferError else { return XCTFail("\(error)") }
+            XCTAssertEqual(operation, "open")
+            XCTAssertEqual(code, ENOENT)
+        }
+    }
+
+    func testABufferCountsItemsItCouldNotStore() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        try FileManager.default.removeItem(at: buffer.envelopesDirectory)
+        buffer.add(log: .test("nowhere to go"))
+        buffer.flush()
+        let pending = try XCTUnwrap(buffer.pendingDiscards)
+        XCTAssertEqual(pending.quantity(.internalSDKError, .logItem), 1)
+    }
+}
