@@ -9,7 +9,9 @@ let package = Package(
         .executable(name: "telemetry-demo", targets: ["telemetry-demo"]),
     ],
     targets: [
-        .target(name: "TelemetryBuffer"),
+        // Code Swift cannot promise to be async-signal-safe (atomics now, the crash handler next).
+        .target(name: "CTelemetrySignals"),
+        .target(name: "TelemetryBuffer", dependencies: ["CTelemetrySignals"]),
         .executableTarget(name: "telemetry-demo", dependencies: ["TelemetryBuffer"]),
         // The tests run the demo as a child process, so it must be built with them.
         .testTarget(name: "TelemetryBufferTests", dependencies: ["TelemetryBuffer", "telemetry-demo"]),

@@ -7,9 +7,12 @@ public struct Options: Sendable {
         /// Items stay in memory, pre-serialized in one contiguous region, and are written as envelopes on
         /// flush. A process death before the flush loses them (a crash handler is planned).
         case flushAll
-        /// Items are appended to a file on the calling thread (not yet available).
+        /// Each item is appended to the file `cache` with a `write` on the calling thread; survives the
+        /// death of the process. The spec forbids it on Apple and Android main threads.
         case fileStreamCache
-        /// Items are copied into a memory-mapped crash-safe list and a background file (not yet available).
+        /// Each item is copied into a memory-mapped crash-safe list (survives any death of the process,
+        /// `kill -9` included) and mirrored to a file in the background (`fdatasync`ed every
+        /// `ioSyncInterval`, against power loss). The default.
         case doubleRotatingBuffer
     }
 
@@ -18,7 +21,7 @@ public struct Options: Sendable {
     /// The folder the buffer keeps its files in; one subfolder per DSN (SHA-1 of the DSN, 40 hex digits).
     public var cacheDirectory: URL = Options.defaultCacheDirectory
     /// The buffering strategy.
-    public var strategy: Strategy = .flushAll
+    public var strategy: Strategy = .doubleRotatingBuffer
     /// Seconds from the first buffered item to the forward of everything; in (0, 30].
     public var flushInterval: TimeInterval = 5
     /// Logs that trigger a forward, and the most per envelope; 1...100.
@@ -28,6 +31,9 @@ public struct Options: Sendable {
     /// Buffered bytes (framed) that trigger a forward; also bounds every envelope's item payload;
     /// 4 KiB...1 MiB. A single item larger than this is rejected.
     public var maxBatchBytes = 1 << 20
+    /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed: the window of
+    /// items a power loss can take; in [0.001, 10] seconds.
+    public var ioSyncInterval: TimeInterval = 0.1
     /// Envelopes kept on disk; storing one more evicts the oldest (`cache_overflow`). At least 1.
     public var maxCachedEnvelopes = 30
     /// Envelopes older than this are removed when a buffer starts. More than 0.
@@ -72,6 +78,8 @@ public struct Options: Sendable {
                   "must be 1...1000 (the protocol maximum), not \(maxSpansPerBatch)")
         try check((4096...(1 << 20)).contains(maxBatchBytes), "maxBatchBytes",
                   "must be 4096...1048576 (1 MiB, the protocol's item limit), not \(maxBatchBytes)")
+        try check(ioSyncInterval >= 0.001 && ioSyncInterval <= 10, "ioSyncInterval",
+                  "must be 0.001...10 seconds, not \(ioSyncInterval)")
         try check(maxCachedEnvelopes >= 1, "maxCachedEnvelopes", "must be at least 1, not \(maxCachedEnvelopes)")
         try check(maxEnvelopeAge > 0, "maxEnvelopeAge", "must be more than 0 seconds, not \(maxEnvelopeAge)")
         try check(tracesSampleRate > 0 && tracesSampleRate <= 1, "tracesSampleRate",

@@ -20,6 +20,8 @@ public final class TelemetryBuffer: Sendable {
     public let options: Options
     /// The per-DSN folder: `<cacheDirectory>/<SHA-1 of the DSN, 40 hex digits>`.
     public let directory: URL
+    /// What start-up recovery found and published.
+    public let recovery: RecoveryReport
     /// The folder the default `FileTransport` stores envelopes in: `<directory>/envelopes`.
     public var envelopesDirectory: URL { directory.appendingPathComponent("envelopes", isDirectory: true) }
 
@@ -29,22 +31,27 @@ public final class TelemetryBuffer: Sendable {
     private let diagnostics: Diagnostics
     private let queue: DispatchQueue
     private let scheduler: FlushScheduler
+    private let folder: BufferFolder
     private let maxPayloadBytes: Int
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
-    /// Creates a buffer, its folders and its transport.
+    /// Creates a buffer, its folders and its transport, and recovers what an earlier process left.
+    ///
+    /// Recovery runs before the first item is accepted: every buffer file in `<directory>/telemetry-buffer`
+    /// is read, deduplicated by item ID and staged as envelopes; they move into `envelopes/` on the
+    /// background queue. See `recovery` for what was found.
     ///
     /// - Throws: `TelemetryBufferError` for an invalid DSN, an option out of range, an unusable cache
-    ///   directory, or a strategy this version does not provide.
+    ///   directory, a buffer folder already in use by another buffer, or a file that cannot be created
+    ///   (a full disk fails here, never later).
     public init(options: Options) throws {
         try options.validate()
         let dsn = try DSN(options.dsn)
-        guard options.strategy == .flushAll else {
-            throw TelemetryBufferError.strategyUnavailable(options.strategy.rawValue)
-        }
         try FileSystem.makeDirectory(options.cacheDirectory)
         directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
         try FileSystem.makeDirectory(directory)
+        let folder = try BufferFolder(path: directory.appendingPathComponent(BufferFolder.name).path)
+        self.folder = folder
 
         self.options = options
         diagnostics = Diagnostics(handler: options.diagnosticHandler)
@@ -65,16 +72,31 @@ public final class TelemetryBuffer: Sendable {
             sampling: .init(publicKey: dsn.publicKey, sampleRate: options.tracesSampleRate,
                             release: options.release, environment: options.environment,
                             organizationID: dsn.organizationID))
-        let forwarder = Forwarder(
-            encoder: envelopes, transport: transport, reports: reports, diagnostics: diagnostics,
+        let batcher = EnvelopeBatcher(
+            encoder: envelopes, reports: reports, diagnostics: diagnostics,
             maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
-        strategy = FlushAll(forwarder: forwarder, maxBatchBytes: options.maxBatchBytes)
+        recovery = try Recovery.run(folder: folder, batcher: batcher)
+        if recovery.items > 0 || recovery.envelopes > 0 {
+            diagnostics.log(.info, "recovered \(recovery.items) items (\(recovery.duplicates) duplicates skipped) into \(recovery.envelopes) envelopes")
+        }
+        switch options.strategy {
+        case .flushAll:
+            strategy = FlushAll(batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
+        case .fileStreamCache:
+            strategy = try FileStreamCache(folder: folder, batcher: batcher, transport: transport,
+                                           maxBatchBytes: options.maxBatchBytes)
+        case .doubleRotatingBuffer:
+            strategy = try DoubleRotatingBuffer(folder: folder, batcher: batcher, transport: transport,
+                                                maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
+        }
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
 
         queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
         scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, strategy: strategy)
         queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
         LiveBuffers.register(self)
+        // Items are accepted from now on; what recovery staged moves on in the background.
+        queue.async { [diagnostics] in folder.moveStaged(to: transport, diagnostics: diagnostics) }
     }
 
     deinit {
@@ -157,11 +179,13 @@ public final class TelemetryBuffer: Sendable {
     }
 
     /// Forwards everything like `flush()`, then rejects every later item (each rejection counted as
-    /// `buffer_overflow`). Calling it again does nothing more.
+    /// `buffer_overflow`) and releases the DSN's folder, so a new buffer may open it. Calling it again
+    /// does nothing more.
     public func close() {
         onQueue {
             strategy.close()
             scheduler.stop()
+            folder.release()
         }
     }
 

@@ -6,10 +6,10 @@ public enum TelemetryBufferError: Error, Sendable, Hashable, CustomStringConvert
     case invalidOption(name: String, reason: String)
     /// The cache directory cannot be created, is not a directory, or is not writable.
     case unusableCacheDirectory(path: String, reason: String)
-    /// The chosen buffer strategy is not available in this version.
-    case strategyUnavailable(String)
     /// A file-system call failed.
     case fileSystem(operation: String, path: String, errno: Int32)
+    /// Another buffer, in this process or another, already uses this DSN's buffer folder.
+    case folderInUse(path: String)
 
     /// A sentence naming the problem and the value at fault.
     public var description: String {
@@ -20,10 +20,10 @@ public enum TelemetryBufferError: Error, Sendable, Hashable, CustomStringConvert
             "invalid option \(name): \(reason)"
         case .unusableCacheDirectory(let path, let reason):
             "unusable cache directory '\(path)': \(reason)"
-        case .strategyUnavailable(let strategy):
-            "the \(strategy) strategy is not available yet; use .flushAll"
         case .fileSystem(let operation, let path, let code):
             "\(operation) '\(path)' failed: \(FileSystem.errnoText(code)) (errno \(code))"
+        case .folderInUse(let path):
+            "another TelemetryBuffer (in this or another process) is using '\(path)'; use one buffer per DSN"
         }
     }
 }

@@ -10,7 +10,8 @@ struct Arguments {
     static let usage = """
         usage: telemetry-demo                      a short tour in a temporary folder
                telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans] [--no-close]
-               telemetry-demo recover --dir D [--dsn DSN] [--strategy S]
+                                      [--max-envelopes N]
+               telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N]
                telemetry-demo inspect --dir D
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
         """

@@ -13,7 +13,9 @@ enum Tour {
         options.maxLogsPerBatch = 20
         let buffer = try TelemetryBuffer(options: options)
         print("TelemetryBuffer \(TelemetryBuffer.version), strategy \(options.strategy.rawValue)")
-        print("folder: \(buffer.directory.path)\n")
+        print("folder: \(buffer.directory.path)")
+        let bufferFiles = (try? FileManager.default.contentsOfDirectory(atPath: buffer.directory.appendingPathComponent("telemetry-buffer").path))?.sorted() ?? []
+        print("telemetry-buffer/: \(bufferFiles.joined(separator: ", "))\n")
 
         let trace = TraceID.random()
         let checkout = SpanID.random()

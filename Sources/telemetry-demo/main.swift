@@ -8,6 +8,7 @@ func options(_ arguments: Arguments, directory: URL) throws -> Options {
     var options = Options(dsn: arguments.string("dsn") ?? demoDSN)
     options.cacheDirectory = directory
     options.strategy = try arguments.strategy()
+    options.maxCachedEnvelopes = try arguments.integer("max-envelopes", default: options.maxCachedEnvelopes)
     options.environment = "demo"
     options.release = "telemetry-demo@\(TelemetryBuffer.version)"
     options.diagnosticHandler = { FileHandle.standardError.write(Data("telemetry-demo: \($0)\n".utf8)) }

@@ -144,6 +144,7 @@ final class BatchingTests: XCTestCase {
     func testOverflowDropsWholeTracesAndCountsEveryDrop() throws {
         let transport = try GatedTransport(directory: directory.url.appendingPathComponent("out"))
         let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.strategy = .flushAll  // holding its transport holds the region being forwarded
             $0.maxBatchBytes = 4096
             $0.transport = transport
         })
@@ -182,10 +183,18 @@ final class BatchingTests: XCTestCase {
     }
 
     func testConcurrentAddsFlushesAndCloseLoseNothingAndDuplicateNothing() throws {
-        let buffer = try TelemetryBuffer(options: testOptions(directory) {
-            $0.maxLogsPerBatch = 50
-            $0.maxCachedEnvelopes = 10_000
-        })
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            try concurrentAdds(TelemetryBuffer(options: testOptions(folder) {
+                $0.strategy = strategy
+                $0.maxLogsPerBatch = 50
+                $0.maxCachedEnvelopes = 10_000
+            }))
+        }
+    }
+
+    private func concurrentAdds(_ buffer: TelemetryBuffer) throws {
         let threads = 4, perThread = 2000
         let accepted = Locked(Set<String>())
         DispatchQueue.concurrentPerform(iterations: threads + 1) { thread in

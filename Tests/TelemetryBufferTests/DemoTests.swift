@@ -39,16 +39,36 @@ final class DemoTests: XCTestCase {
         XCTAssertEqual(recover.status, 0, recover.errors)
         XCTAssertEqual(recover.lines.count, 1)
         XCTAssertTrue(recover.lines[0].contains("(30 logs, 0 spans)"), recover.lines[0])
+        XCTAssertTrue(recover.lines[0].hasPrefix("recovered 0 items"), recover.lines[0])
         let inspect = try Demo.run(["inspect", "--dir", directory.url.path])
         XCTAssertEqual(inspect.status, 0, inspect.errors)
         XCTAssertTrue(inspect.lines.contains("DSN folder \(SHA1.hex(demoDefaultDSN.utf8))"), inspect.output)
         XCTAssertTrue(inspect.lines.contains { $0.contains(".envelope") && $0.contains("log ×30") }, inspect.output)
     }
 
-    func testUnavailableStrategiesAndBadArgumentsFailClearly() throws {
-        let strategy = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "doubleRotatingBuffer"])
-        XCTAssertEqual(strategy.status, 1)
-        XCTAssertTrue(strategy.errors.contains("not available"), strategy.errors)
+    func testEveryStrategyDeliversEveryAcknowledgedItem() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let run = try Demo.run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", "300", "--spans"])
+            XCTAssertEqual(run.status, 0, run.errors)
+            XCTAssertEqual(run.lines, (0..<300).map { "ack \($0)" })
+            let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
+            XCTAssertEqual(try logBodies(in: envelopes), (0..<300).map { "item \($0)" }, strategy.rawValue)
+        }
+    }
+
+    func testASecondProcessOnTheSameFolderFailsClearly() throws {
+        var options = Options(dsn: demoDefaultDSN)
+        options.cacheDirectory = directory.url
+        let holder = try TelemetryBuffer(options: options)
+        let run = try Demo.run(["stress", "--dir", directory.url.path, "--count", "1"])
+        XCTAssertEqual(run.status, 1)
+        XCTAssertTrue(run.errors.contains("another TelemetryBuffer"), run.errors)
+        holder.close()
+    }
+
+    func testBadArgumentsFailClearly() throws {
         let unknown = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "nope"])
         XCTAssertEqual(unknown.status, 2)
         XCTAssertTrue(unknown.errors.contains("unknown strategy"), unknown.errors)

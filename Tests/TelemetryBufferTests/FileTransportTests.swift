@@ -113,12 +113,30 @@ final class FileTransportTests: XCTestCase {
         }
     }
 
-    func testABufferCountsItemsItCouldNotStore() throws {
-        let buffer = try TelemetryBuffer(options: testOptions(directory))
+    func testFlushAllCountsItemsItCouldNotStore() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.strategy = .flushAll })
         try FileManager.default.removeItem(at: buffer.envelopesDirectory)
         buffer.add(log: .test("nowhere to go"))
         buffer.flush()
         let pending = try XCTUnwrap(buffer.pendingDiscards)
         XCTAssertEqual(pending.quantity(.internalSDKError, .logItem), 1)
+    }
+
+    func testStagingStrategiesKeepWhatTheyCouldNotMoveAndMoveItLater() throws {
+        for strategy in [Options.Strategy.doubleRotatingBuffer, .fileStreamCache] {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let buffer = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = strategy })
+            try FileManager.default.removeItem(at: buffer.envelopesDirectory)
+            buffer.add(log: .test("kept"))
+            buffer.flush()
+            XCTAssertNil(buffer.pendingDiscards, strategy.rawValue)
+            let staged = try FileManager.default.contentsOfDirectory(atPath: buffer.directory.appendingPathComponent("telemetry-buffer").path)
+            XCTAssertTrue(staged.contains("envelope-0"), "\(strategy): \(staged)")
+            try FileManager.default.createDirectory(at: buffer.envelopesDirectory, withIntermediateDirectories: true)
+            buffer.add(log: .test("later"))
+            buffer.close()
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept", "later"], strategy.rawValue)
+        }
     }
 }

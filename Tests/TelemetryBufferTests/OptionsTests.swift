@@ -31,6 +31,7 @@ final class OptionsTests: XCTestCase {
         assertInvalid("maxEnvelopeAge") { $0.maxEnvelopeAge = 0 }
         assertInvalid("tracesSampleRate") { $0.tracesSampleRate = 0 }
         assertInvalid("sdkName") { $0.sdkName = "" }
+        assertInvalid("ioSyncInterval") { $0.ioSyncInterval = 0 }
     }
 
     func testTheLimitsThemselvesAreAccepted() throws {
@@ -61,11 +62,18 @@ final class OptionsTests: XCTestCase {
         }
     }
 
-    func testStrategiesNotYetBuiltAnswerWithAClearError() {
-        for strategy in [Options.Strategy.fileStreamCache, .doubleRotatingBuffer] {
-            XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory) { $0.strategy = strategy })) {
-                XCTAssertEqual($0 as? TelemetryBufferError, .strategyUnavailable(strategy.rawValue))
+    func testASecondBufferOnTheSameDSNFailsClearlyUntilTheFirstIsGone() throws {
+        for strategy in Options.Strategy.allCases {
+            var first: TelemetryBuffer? = try TelemetryBuffer(options: testOptions(directory) { $0.strategy = strategy })
+            XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory))) { error in
+                guard case .folderInUse(let path) = error as? TelemetryBufferError else { return XCTFail("\(error)") }
+                XCTAssertTrue(path.hasSuffix("/telemetry-buffer"), path)
             }
+            XCTAssertNotNil(try? TelemetryBuffer(options: testOptions(directory) { $0.dsn = testDSN + "1" }),
+                            "another DSN has its own folder")
+            first?.close()
+            XCTAssertNoThrow(try TelemetryBuffer(options: testOptions(directory)).close(), "close releases the folder")
+            first = nil
         }
     }
 

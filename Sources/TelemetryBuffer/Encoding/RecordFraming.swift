@@ -2,17 +2,22 @@
 ///
 /// ```
 /// header (32 bytes): magic "TBUF" | u16 version | u8 kind | u8 0 | u64 created (µs since 1970)
-///                    | u64 committed length of the records | 8 bytes 0
+///                    | u64 committed length of the records | publication marker (8 bytes)
 /// record:            u32 payload length | u32 CRC-32C | u8 category | 16-byte item ID | payload (JSON)
 /// ```
-/// All integers little-endian. The CRC covers the payload, then the length, category and ID, so a
+/// All integers little-endian (the committed length is stored natively by an atomic release store; every
+/// supported CPU is little-endian). The CRC covers the payload, then the length, category and ID, so a
 /// record torn anywhere, or a header pointing past the written bytes, fails the check.
+///
+/// The publication marker makes publishing a buffer exactly-once across a crash: `u32 first staged
+/// envelope index | u16 envelope count | u8 state | u8 0`, see `Publication`.
 enum RecordFraming {
     static let headerSize = 32
     static let recordHeaderSize = 25
     static let version: UInt16 = 1
     private static let magic: (UInt8, UInt8, UInt8, UInt8) = (0x54, 0x42, 0x55, 0x46)
     static let committedLengthOffset = 16
+    static let publicationOffset = 24
 
     /// What a framed buffer is, recorded in its header.
     enum Kind: UInt8, Sendable {
@@ -20,6 +25,48 @@ enum RecordFraming {
         case crashSafeList = 2
         case asyncIOCache = 3
         case streamCache = 4
+        case recovered = 5
+    }
+
+    /// How far a buffer's records have been turned into staged `envelope-x` files.
+    struct Publication: Equatable, Sendable {
+        enum State: UInt8, Sendable {
+            /// Not being published.
+            case idle = 0
+            /// `envelope-first ..< first+count` are being written; they are not yet complete.
+            case publishing = 1
+            /// Those envelopes are complete and durable: they, not this buffer, now hold the records.
+            case captured = 2
+        }
+
+        var state: State
+        var firstEnvelope: UInt32
+        var envelopeCount: UInt16
+
+        static let idle = Publication(state: .idle, firstEnvelope: 0, envelopeCount: 0)
+
+        /// The staged envelope indices the marker names.
+        var envelopes: Range<UInt64> { UInt64(firstEnvelope)..<UInt64(firstEnvelope) + UInt64(envelopeCount) }
+
+        /// The marker's 8 header bytes.
+        var bytes: [UInt8] {
+            withUnsafeBytes(of: firstEnvelope.littleEndian) { Array($0) }
+                + withUnsafeBytes(of: envelopeCount.littleEndian) { Array($0) } + [state.rawValue, 0]
+        }
+
+        init(state: State, firstEnvelope: UInt32, envelopeCount: UInt16) {
+            self.state = state
+            self.firstEnvelope = firstEnvelope
+            self.envelopeCount = envelopeCount
+        }
+
+        /// Reads the marker of a header; an unknown state reads as idle.
+        init(header bytes: UnsafeRawBufferPointer) {
+            self.init(
+                state: State(rawValue: bytes[publicationOffset + 6]) ?? .idle,
+                firstEnvelope: UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: publicationOffset, as: UInt32.self)),
+                envelopeCount: UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: publicationOffset + 4, as: UInt16.self)))
+        }
     }
 
     /// Writes a fresh header with no records.
@@ -54,15 +101,22 @@ enum RecordFraming {
         category: ItemCategory, id: ItemID, payload: UnsafeRawBufferPointer, payloadCRC: UInt32,
         to destination: UnsafeMutableRawPointer
     ) {
-        destination.storeBytes(of: UInt32(payload.count).littleEndian, toByteOffset: 0, as: UInt32.self)
+        writeRecordHeader(category: category, id: id, payloadCount: payload.count, payloadCRC: payloadCRC, to: destination)
+        if let source = payload.baseAddress {
+            (destination + recordHeaderSize).copyMemory(from: source, byteCount: payload.count)
+        }
+    }
+
+    /// Writes the `recordHeaderSize` bytes that precede a payload.
+    static func writeRecordHeader(
+        category: ItemCategory, id: ItemID, payloadCount: Int, payloadCRC: UInt32, to destination: UnsafeMutableRawPointer
+    ) {
+        destination.storeBytes(of: UInt32(payloadCount).littleEndian, toByteOffset: 0, as: UInt32.self)
         destination.storeBytes(of: category.rawValue, toByteOffset: 8, as: UInt8.self)
         destination.storeBytes(of: id.nonce.littleEndian, toByteOffset: 9, as: UInt64.self)
         destination.storeBytes(of: id.sequence.littleEndian, toByteOffset: 17, as: UInt64.self)
         let crc = headerCRC(destination, continuing: payloadCRC)
         destination.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
-        if let source = payload.baseAddress {
-            (destination + recordHeaderSize).copyMemory(from: source, byteCount: payload.count)
-        }
     }
 
     private static func headerCRC(_ record: UnsafeRawPointer, continuing crc: UInt32) -> UInt32 {

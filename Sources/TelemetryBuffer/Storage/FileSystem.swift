@@ -78,6 +78,9 @@ enum FileSystem {
         }
     }
 
+    /// `close(2)`, for types that have a `close()` method of their own.
+    static func closeDescriptor(_ fd: Int32) { _ = close(fd) }
+
     static func error(_ operation: String, _ path: String) -> TelemetryBufferError {
         .fileSystem(operation: operation, path: path, errno: errno)
     }

@@ -1,28 +1,42 @@
+import CTelemetrySignals
 import Foundation
 
-/// A fixed-capacity run of framed records (`RecordFraming`) in one contiguous block of memory.
+/// A fixed-capacity run of framed records (`RecordFraming`) in one contiguous block of memory: heap
+/// memory for FlushAll, a `MAP_SHARED` file mapping for the crash-safe list.
 ///
-/// Appending is a bounds check and a copy, never an allocation or a syscall. The block is the whole
-/// crash-relevant state of a list: a crash handler can write it out as is. Not thread-safe: its owner
-/// serialises access. The memory comes from the heap here; a file mapping backs the crash-safe list.
+/// Appending is a bounds check, a copy and a release store of the committed length; never an allocation
+/// or a syscall. Readers on other threads (the IO cache) or in a crash handler trust only the committed
+/// length, read with acquire. Not thread-safe for writers: its owner serialises appends and resets.
 final class RecordRegion {
     /// Header plus records.
     let base: UnsafeMutableRawPointer
     /// Bytes available for records (after the header).
     let recordCapacity: Int
-    /// Bytes of committed records.
+    /// Bytes of committed records (the writer's own copy; other threads read `committedRecordBytes`).
     private(set) var recordBytes = 0
     private let kind: RecordFraming.Kind
+    /// Keeps the mapping alive; `nil` for heap memory.
+    private let mapping: MappedFile?
 
     /// A heap region with room for `recordCapacity` bytes of records.
     init(recordCapacity: Int, kind: RecordFraming.Kind) {
         self.recordCapacity = recordCapacity
         self.kind = kind
+        mapping = nil
         base = .allocate(byteCount: RecordFraming.headerSize + recordCapacity, alignment: 16)
         reset()
     }
 
-    deinit { base.deallocate() }
+    /// A region in a mapped file, emptied (the caller recovered its old contents first).
+    init(mapping: MappedFile, kind: RecordFraming.Kind) {
+        self.mapping = mapping
+        self.kind = kind
+        base = mapping.base
+        recordCapacity = mapping.size - RecordFraming.headerSize
+        reset()
+    }
+
+    deinit { if mapping == nil { base.deallocate() } }
 
     var isEmpty: Bool { recordBytes == 0 }
 
@@ -32,27 +46,40 @@ final class RecordRegion {
         recordBytes + RecordFraming.recordHeaderSize + payloadCount <= recordCapacity
     }
 
-    /// Appends one record; the caller checked `fits` first.
+    /// Appends one record, then publishes it with a release store; the caller checked `fits` first.
     @inline(__always)
     func append(category: ItemCategory, id: ItemID, payload: UnsafeRawBufferPointer, payloadCRC: UInt32) {
         let destination = base + RecordFraming.headerSize + recordBytes
         RecordFraming.writeRecord(
             category: category, id: id, payload: payload, payloadCRC: payloadCRC, to: destination)
         recordBytes += RecordFraming.recordHeaderSize + payload.count
-        base.storeBytes(
-            of: UInt64(recordBytes).littleEndian, toByteOffset: RecordFraming.committedLengthOffset,
-            as: UInt64.self)
+        tb_store_release_u64(committedLength, UInt64(recordBytes))
     }
+
+    private var committedLength: UnsafeMutablePointer<UInt64> {
+        (base + RecordFraming.committedLengthOffset).assumingMemoryBound(to: UInt64.self)
+    }
+
+    /// The committed length, safe to read from any thread while the owner appends.
+    var committedRecordBytes: Int { Int(tb_load_acquire_u64(committedLength)) }
 
     /// The committed records, for reading with `RecordFraming.forEachRecord`.
     var records: UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base + RecordFraming.headerSize, count: recordBytes)
     }
 
-    /// Empties the region and stamps a new creation time.
+    /// Records the publication marker (a plain store: it must survive process death, not power loss).
+    func mark(_ publication: RecordFraming.Publication) {
+        publication.bytes.withUnsafeBytes {
+            (base + RecordFraming.publicationOffset).copyMemory(from: $0.baseAddress!, byteCount: $0.count)
+        }
+    }
+
+    /// Empties the region, clears its marker and stamps a new creation time.
     func reset() {
         recordBytes = 0
         let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))
         RecordFraming.writeHeader(kind: kind, createdMicros: micros, to: base)
+        tb_store_release_u64(committedLength, 0)
     }
 }

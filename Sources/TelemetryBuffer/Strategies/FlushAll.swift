@@ -7,14 +7,16 @@
 /// of memory so that a crash handler can write it out without allocating.
 final class FlushAll: BufferStrategy {
     private let regions: RotatingRegions
-    private let forwarder: Forwarder
+    private let batcher: EnvelopeBatcher
+    private let transport: any Transport
 
-    init(forwarder: Forwarder, maxBatchBytes: Int) {
-        self.forwarder = forwarder
+    init(batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int) {
+        self.batcher = batcher
+        self.transport = transport
         regions = RotatingRegions(
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
-            limits: .init(logs: forwarder.maxLogs, spans: forwarder.maxSpans))
+            limits: .init(logs: batcher.maxLogs, spans: batcher.maxSpans))
     }
 
     func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }
@@ -23,7 +25,7 @@ final class FlushAll: BufferStrategy {
         // The region already waiting (or the active one), then, for everything, the one active now.
         for _ in 0..<(everything ? 2 : 1) {
             guard let batch = regions.beginForwarding() else { return }
-            forwarder.forward(batch.records, droppingTraces: batch.droppedTraces)
+            send(batcher.batches(batch.records, droppingTraces: batch.droppedTraces))
             regions.endForwarding()
         }
     }
@@ -31,7 +33,13 @@ final class FlushAll: BufferStrategy {
     func close() {
         regions.close()
         forward(everything: true)
-        forwarder.forwardPendingReport()
+        if let report = batcher.pendingReport() { send([report]) }
+    }
+
+    private func send(_ batches: [EnvelopeBatcher.Batch]) {
+        for batch in batches {
+            do { try transport.send(batch.envelope) } catch { batcher.dropped([batch], error: error) }
+        }
     }
 
     var isEmpty: Bool { regions.isEmpty }

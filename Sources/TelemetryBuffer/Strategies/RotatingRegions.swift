@@ -84,7 +84,7 @@ final class RotatingRegions: @unchecked Sendable {
 
     /// The region to forward next (the pending one, else the active one after a swap), with the traces
     /// to leave out of it; `nil` when nothing is held. Background queue; pair with `endForwarding`.
-    func beginForwarding() -> (records: UnsafeRawBufferPointer, droppedTraces: [TraceID])? {
+    func beginForwarding() -> (index: Int, records: UnsafeRawBufferPointer, droppedTraces: [TraceID])? {
         lock.withLock {
             if !pending {
                 guard !regions[active].isEmpty else { return nil }
@@ -92,7 +92,7 @@ final class RotatingRegions: @unchecked Sendable {
                 pending = true
             }
             let index = active ^ 1
-            return (regions[index].records, tallies[index].droppedTraces)
+            return (index, regions[index].records, tallies[index].droppedTraces)
         }
     }
 
@@ -105,6 +105,9 @@ final class RotatingRegions: @unchecked Sendable {
             pending = false
         }
     }
+
+    /// The region callers append to now.
+    var activeIndex: Int { lock.withLock { active } }
 
     /// Rejects every later append.
     func close() { lock.withLock { closed = true } }

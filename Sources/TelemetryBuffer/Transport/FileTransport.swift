@@ -71,12 +71,21 @@ public final class FileTransport: Transport, @unchecked Sendable {
             try FileSystem.writeAtomically(
                 envelope.bytes, name: name, temporaryName: "." + name + Self.temporarySuffix,
                 directoryFD: directoryFD, directoryPath: directory.path)
-            // Names of one process increase; one written after a clock step back still goes last.
-            if let last = state.names.last, name < last {
-                state.names.insert(name, at: state.names.firstIndex { $0 > name } ?? state.names.endIndex)
-            } else {
-                state.names.append(name)
-            }
+            state.names.append(name)
+        }
+        evictOverflow()
+    }
+
+    /// Moves a complete envelope file (on the same file system) into the folder under a new name:
+    /// a rename, so it appears whole, then `fsync` of the folder; then evicts beyond the limit.
+    func adopt(_ file: String) throws {
+        try state.withLock { state in
+            let name = Self.name(now: Date(), counter: state.counter)
+            state.counter &+= 1
+            let target = directory.path + "/" + name
+            guard rename(file, target) == 0 else { throw FileSystem.error("rename", target) }
+            guard fsync(directoryFD) == 0 else { throw FileSystem.error("fsync", directory.path) }
+            state.names.append(name)
         }
         evictOverflow()
     }

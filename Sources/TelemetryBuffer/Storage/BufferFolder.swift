@@ -1,0 +1,125 @@
+import Foundation
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The `telemetry-buffer/` folder of one DSN: the buffer files of every strategy, the staged
+/// `envelope-x` files, and the lock that keeps a second buffer out.
+///
+/// ```
+/// crash-safe-list-1, -2     mapped lists (DoubleRotatingBuffer)      cache, flushing   (FileStreamCache)
+/// async-io-cache-1, -2      their background copies                  recovered         (start-up recovery)
+/// detected-termination-x    lists written by the crash handler       envelope-x        staged envelopes
+/// ```
+/// Staged envelopes are complete envelopes not yet moved into `envelopes/`; moving them is a rename on
+/// the same file system. Used at start-up and on the buffer's background queue; once `release()`d
+/// (at `close()`), staging and moving do nothing, so a closed buffer never touches a folder another
+/// buffer may have opened since.
+final class BufferFolder: @unchecked Sendable {
+    let path: String
+    private let lock: FolderLock
+    private let released = Locked(false)
+    private let fd: Int32
+    private var nextEnvelope: UInt64
+
+    static let name = "telemetry-buffer"
+    static func crashSafeList(_ number: Int) -> String { "crash-safe-list-\(number)" }
+    static func asyncIOCache(_ number: Int) -> String { "async-io-cache-\(number)" }
+    static let streamCache = "cache"
+    static let streamFlushing = "flushing"
+    static let recovered = "recovered"
+    static let terminationPrefix = "detected-termination-"
+    static let envelopePrefix = "envelope-"
+    private static let temporarySuffix = ".tmp"
+
+    /// Opens (creating) the folder and takes its lock, or throws `folderInUse`.
+    init(path: String) throws {
+        try FileSystem.makeDirectory(URL(fileURLWithPath: path, isDirectory: true))
+        lock = try FolderLock(folder: path)
+        self.path = path
+        fd = try FileSystem.openDirectory(URL(fileURLWithPath: path, isDirectory: true))
+        nextEnvelope = 0
+        for name in names() where name.hasSuffix(Self.temporarySuffix) {
+            try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
+        }
+        nextEnvelope = (stagedEnvelopes().last?.index).map { $0 + 1 } ?? 0
+    }
+
+    deinit { close(fd) }
+
+    /// Gives the folder up for a later buffer: releases the lock; staging and moving stop.
+    func release() {
+        released.withLock { released in
+            released = true
+            lock.release()
+        }
+    }
+
+    private var isReleased: Bool { released.withLock { $0 } }
+
+    func names() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
+
+    /// Staged envelopes, by index.
+    func stagedEnvelopes() -> [(index: UInt64, name: String)] {
+        names().compactMap { name in
+            guard name.hasPrefix(Self.envelopePrefix), let index = UInt64(name.dropFirst(Self.envelopePrefix.count))
+            else { return nil }
+            return (index, name)
+        }.sorted { $0.index < $1.index }
+    }
+
+    /// Indices for `count` new staged envelopes, as a publication marker in state `publishing`.
+    func reserve(_ count: Int) -> RecordFraming.Publication {
+        if nextEnvelope + UInt64(count) > UInt64(UInt32.max) { nextEnvelope = 0 }
+        defer { nextEnvelope += UInt64(count) }
+        return .init(state: .publishing, firstEnvelope: UInt32(nextEnvelope), envelopeCount: UInt16(count))
+    }
+
+    /// Writes envelopes as `envelope-<first+i>`, each atomic and durable.
+    func stage(_ envelopes: [Envelope], as publication: RecordFraming.Publication) throws {
+        guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
+        for (offset, envelope) in envelopes.enumerated() {
+            try writeAtomically(envelope.bytes, name: Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset)))
+        }
+    }
+
+    /// Removes the staged envelopes a marker names (an interrupted publication).
+    func removeStaged(_ publication: RecordFraming.Publication) {
+        for index in publication.envelopes { remove(Self.envelopePrefix + String(index)) }
+    }
+
+    /// Moves every staged envelope, oldest first, into the transport: a rename into a `FileTransport`'s
+    /// folder, or `send` then delete for any other transport (at least once across a crash in between).
+    func moveStaged(to transport: any Transport, diagnostics: Diagnostics) {
+        guard !isReleased else { return }
+        for (_, name) in stagedEnvelopes() {
+            let file = path + "/" + name
+            do {
+                if let files = transport as? FileTransport {
+                    try files.adopt(file)
+                } else {
+                    try transport.send(Envelope(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: file)))))
+                    remove(name)
+                }
+            } catch {
+                return diagnostics.log(.error, "could not move staged \(name) to the transport: \(error)")
+            }
+        }
+    }
+
+    func writeAtomically(_ bytes: [UInt8], name: String) throws {
+        try FileSystem.writeAtomically(
+            bytes, name: name, temporaryName: "." + name + Self.temporarySuffix, directoryFD: fd, directoryPath: path)
+    }
+
+    func remove(_ name: String) {
+        try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
+    }
+
+    /// Makes removals and renames in the folder durable.
+    func sync() { fsync(fd) }
+}

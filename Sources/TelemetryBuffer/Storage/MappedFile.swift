@@ -1,0 +1,58 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A regular file of a fixed size mapped `MAP_SHARED`, read-write.
+///
+/// Bytes stored into the mapping are in the kernel's page cache at once: they survive the death of the
+/// process by any signal, SIGKILL included (not a kernel crash or power loss). The file is fully
+/// allocated on disk at creation, so a full disk fails here with an error and never later as SIGBUS
+/// when a page is first touched.
+final class MappedFile {
+    let path: String
+    let base: UnsafeMutableRawPointer
+    let size: Int
+
+    /// Opens or creates `path`, makes it exactly `size` bytes with every block allocated, and maps it.
+    init(path: String, size: Int) throws {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw FileSystem.error("open", path) }
+        defer { close(fd) }
+        guard ftruncate(fd, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
+        try Self.allocate(fd, size: size, path: path)
+        guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0),
+              mapping != MAP_FAILED
+        else { throw FileSystem.error("mmap", path) }
+        self.path = path
+        self.base = mapping
+        self.size = size
+    }
+
+    deinit { munmap(base, size) }
+
+    private static func allocate(_ fd: Int32, size: Int, path: String) throws {
+        #if os(Linux)
+        let status = posix_fallocate(fd, 0, off_t(size))
+        if status == 0 { return }
+        guard status == EOPNOTSUPP || status == EINVAL else {
+            throw TelemetryBufferError.fileSystem(operation: "posix_fallocate", path: path, errno: status)
+        }
+        #endif
+        // Elsewhere (and on file systems without fallocate): write zeros, which allocates every block.
+        let zeros = [UInt8](repeating: 0, count: 64 * 1024)
+        var offset = 0
+        while offset < size {
+            let count = min(zeros.count, size - offset)
+            let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, count, off_t(offset)) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw FileSystem.error("pwrite", path)
+            }
+            offset += written
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import Dispatch
+
+/// The DoubleRotatingBuffer strategy (the default): two crash-safe lists in `MAP_SHARED` files, each
+/// mirrored by an async IO cache.
+///
+/// * `add` copies the framed record into the active list's mapping: the item survives the death of the
+///   process from that moment, SIGKILL included. No syscall.
+/// * A serial IO queue copies what the active list committed into its `async-io-cache-N` with one `write`
+///   and `fdatasync`s it every `ioSyncInterval`: the guard against power loss.
+/// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its
+///   header is marked `publishing` with the staged envelope range, the envelopes are written as
+///   `envelope-x` (fsynced), the marker turns `captured`, the IO cache is emptied, the list is reset, and
+///   the envelopes move into `envelopes/`. The other list keeps taking items meanwhile; if it fills
+///   first, new items are dropped and counted (`buffer_overflow`), the caller never waits.
+///
+/// Thread safety: the lists are written under `regions`' lock and read by the background queue only
+/// while pending; the caches and the IO timer state are touched only on `io`.
+final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
+    private let folder: BufferFolder
+    private let lists: [RecordRegion]
+    private let caches: [AsyncIOCache]
+    private let regions: RotatingRegions
+    private let batcher: EnvelopeBatcher
+    private let transport: any Transport
+    private let io: DispatchQueue
+    private let ioTimer: DispatchSourceTimer
+    private let ioInterval: DispatchTimeInterval
+    /// Touched only on `io`.
+    private var ioArmed = false
+
+    init(folder: BufferFolder, batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int,
+         ioSyncInterval: Double) throws {
+        self.folder = folder
+        self.batcher = batcher
+        self.transport = transport
+        lists = try (1...2).map { number in
+            RecordRegion(mapping: try MappedFile(path: folder.path + "/" + BufferFolder.crashSafeList(number),
+                                                 size: RecordFraming.headerSize + maxBatchBytes),
+                         kind: .crashSafeList)
+        }
+        caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFolder.asyncIOCache($0)) }
+        regions = RotatingRegions(lists[0], lists[1], limits: .init(logs: batcher.maxLogs, spans: batcher.maxSpans))
+        io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
+        ioInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
+        ioTimer = DispatchSource.makeTimerSource(queue: io)
+        ioTimer.schedule(deadline: .distantFuture)
+        ioTimer.setEventHandler { [weak self] in self?.mirror() }
+        ioTimer.resume()
+    }
+
+    deinit { ioTimer.cancel() }
+
+    func append(_ item: EncodedItem) -> AppendOutcome {
+        let outcome = regions.append(item)
+        if case .accepted(startTimer: true, _) = outcome {
+            io.async { [self] in
+                if !ioArmed {
+                    ioArmed = true
+                    ioTimer.schedule(deadline: .now() + ioInterval, repeating: ioInterval)
+                }
+            }
+        }
+        return outcome
+    }
+
+    /// IO queue: copies the active list's new records into its cache and makes them durable; stops the
+    /// timer once there is nothing left to copy.
+    private func mirror() {
+        let index = regions.activeIndex
+        do {
+            let wrote = try caches[index].catchUp(with: lists[index])
+            try caches[index].sync()
+            if !wrote, lists[index].committedRecordBytes == 0 {
+                ioArmed = false
+                ioTimer.schedule(deadline: .distantFuture)
+            }
+        } catch {
+            batcher.diagnostics.log(.warning, "async IO cache: \(error); the crash-safe list still holds the items")
+        }
+    }
+
+    func forward(everything: Bool) {
+        for _ in 0..<(everything ? 2 : 1) {
+            guard let batch = regions.beginForwarding() else { break }
+            do {
+                try publish(list: batch.index, records: batch.records, droppedTraces: batch.droppedTraces)
+            } catch {
+                // The list keeps its items and stays pending; the next forward tries again.
+                batcher.diagnostics.log(.error, "could not publish \(BufferFolder.crashSafeList(batch.index + 1)): \(error)")
+                break
+            }
+            regions.endForwarding()
+        }
+        folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
+    }
+
+    /// Stages the list's envelopes under its publication marker, then empties its IO cache.
+    private func publish(list index: Int, records: UnsafeRawBufferPointer, droppedTraces: [TraceID]) throws {
+        let batches = batcher.batches(records, droppingTraces: droppedTraces)
+        if !batches.isEmpty {
+            var marker = folder.reserve(batches.count)
+            lists[index].mark(marker)
+            do {
+                try folder.stage(batches.map(\.envelope), as: marker)
+            } catch {
+                folder.removeStaged(marker)
+                lists[index].mark(.idle)
+                batches.compactMap(\.report).forEach(batcher.reports.restore)
+                throw error
+            }
+            marker.state = .captured
+            lists[index].mark(marker)
+        }
+        try io.sync { try caches[index].reset() }
+    }
+
+    func close() {
+        regions.close()
+        forward(everything: true)
+        if let report = batcher.pendingReport() {
+            do { try transport.send(report.envelope) } catch { batcher.dropped([report], error: error) }
+        }
+        // Both lists are empty now; so are their caches.
+        io.sync {
+            ioTimer.schedule(deadline: .distantFuture)
+            for cache in caches { try? cache.reset() }
+        }
+    }
+
+    var isEmpty: Bool { regions.isEmpty }
+}

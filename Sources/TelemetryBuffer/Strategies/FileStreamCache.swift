@@ -1,0 +1,201 @@
+import Foundation
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The FileStreamCache strategy (option 2 of the mobile spec): every `add` appends its framed record to
+/// the file `cache` with one `writev` **on the calling thread**.
+///
+/// The spec forbids this option on Apple and Android main threads (a `write` can block on a busy disk);
+/// it suits daemons and background threads. Each item is in the page cache when `add` returns, so it
+/// survives the death of the process (not power loss). On the timer or a limit, `cache` is renamed to
+/// `flushing`, a fresh `cache` is opened, and `flushing` is published exactly once under its
+/// publication marker, then deleted. If `cache` fills while `flushing` is still being published, new
+/// items are dropped and counted. Start-up recovery reads both files.
+final class FileStreamCache: BufferStrategy, @unchecked Sendable {
+    private struct Tally {
+        var recordBytes = 0
+        var logs = 0
+        var spans = 0
+        var droppedTraces: [TraceID] = []
+    }
+
+    private let folder: BufferFolder
+    private let batcher: EnvelopeBatcher
+    private let transport: any Transport
+    private let maxRecordBytes: Int
+    private let lock = Lock()
+    // Guarded by `lock`.
+    private var fd: Int32 = -1
+    private var cache = Tally()
+    private var flushing = Tally()
+    /// `flushing` exists and is not yet published.
+    private var pending = false
+    private var closed = false
+    private let nonce = UInt64.random(in: .min ... .max)
+    private var sequence: UInt64 = 0
+
+    init(folder: BufferFolder, batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int) throws {
+        self.folder = folder
+        self.batcher = batcher
+        self.transport = transport
+        maxRecordBytes = maxBatchBytes
+        try openCache()
+    }
+
+    deinit { FileSystem.closeDescriptor(fd) }
+
+    private var cachePath: String { folder.path + "/" + BufferFolder.streamCache }
+
+    /// Creates a fresh `cache` with its header. Caller holds the lock (or is the initialiser).
+    private func openCache() throws {
+        let descriptor = open(cachePath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw FileSystem.error("open", cachePath) }
+        var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
+        header.withUnsafeMutableBytes {
+            RecordFraming.writeHeader(kind: .streamCache, createdMicros: UInt64(Date().timeIntervalSince1970 * 1_000_000),
+                                      to: $0.baseAddress!)
+        }
+        do {
+            try FileSystem.writeAll(descriptor, header, path: cachePath)
+        } catch {
+            FileSystem.closeDescriptor(descriptor)
+            throw error
+        }
+        if fd >= 0 { FileSystem.closeDescriptor(fd) }
+        fd = descriptor
+        cache = Tally()
+    }
+
+    /// `cache` becomes `flushing`; a new `cache` takes the next items. Caller holds the lock.
+    private func rotate() throws {
+        let flushingPath = folder.path + "/" + BufferFolder.streamFlushing
+        guard rename(cachePath, flushingPath) == 0 else { throw FileSystem.error("rename", flushingPath) }
+        flushing = cache
+        pending = true
+        try openCache()
+    }
+
+    func append(_ item: EncodedItem) -> AppendOutcome {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !closed else { return .rejected(.bufferOverflow) }
+        if let trace = item.traceID, cache.droppedTraces.contains(trace) { return .rejected(.bufferOverflow) }
+        let size = RecordFraming.recordHeaderSize + item.payload.count
+        var rotated = false
+        if cache.recordBytes + size > maxRecordBytes || (item.category == .log && cache.logs >= 1000) {
+            guard !pending, cache.recordBytes > 0 else {
+                if let trace = item.traceID, cache.droppedTraces.count < 16 { cache.droppedTraces.append(trace) }
+                return .rejected(.bufferOverflow)
+            }
+            do { try rotate() } catch { return .rejected(.internalSDKError) }
+            rotated = true
+        }
+        let id = ItemID(nonce: nonce, sequence: sequence)
+        let written = withUnsafeTemporaryAllocation(byteCount: RecordFraming.recordHeaderSize, alignment: 8) { header in
+            RecordFraming.writeRecordHeader(category: item.category, id: id, payloadCount: item.payload.count,
+                                            payloadCRC: item.payloadCRC, to: header.baseAddress!)
+            return writeRecord(header: UnsafeRawBufferPointer(header), payload: item.payload)
+        }
+        guard written else {
+            // A partial record would end every later scan of the file: cut it off.
+            _ = ftruncate(fd, off_t(RecordFraming.headerSize + cache.recordBytes))
+            return .rejected(.internalSDKError)
+        }
+        sequence &+= 1
+        let wasEmpty = cache.recordBytes == 0
+        cache.recordBytes += size
+        let limitReached: Bool
+        switch item.category {
+        case .log:
+            cache.logs += 1
+            limitReached = cache.logs == batcher.maxLogs
+        case .span:
+            cache.spans += 1
+            limitReached = cache.spans == batcher.maxSpans
+        }
+        return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
+    }
+
+    /// One `writev` of header and payload, continuing after short writes.
+    private func writeRecord(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> Bool {
+        var headerDone = 0, payloadDone = 0
+        while headerDone < header.count || payloadDone < payload.count {
+            let written = withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
+                vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress! + headerDone),
+                                   iov_len: header.count - headerDone)
+                vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: payload.baseAddress! + payloadDone),
+                                   iov_len: payload.count - payloadDone)
+                return writev(fd, vectors.baseAddress, 2)
+            }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            let fromHeader = min(written, header.count - headerDone)
+            headerDone += fromHeader
+            payloadDone += written - fromHeader
+        }
+        return true
+    }
+
+    func forward(everything: Bool) {
+        for _ in 0..<(everything ? 2 : 1) {
+            let dropped: [TraceID]? = lock.withLock {
+                if !pending {
+                    guard cache.recordBytes > 0 else { return nil }
+                    do { try rotate() } catch {
+                        batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
+                        return nil
+                    }
+                }
+                return flushing.droppedTraces
+            }
+            guard let dropped else { break }
+            do {
+                try publishFlushing(droppingTraces: dropped)
+            } catch {
+                batcher.diagnostics.log(.error, "could not publish \(BufferFolder.streamFlushing): \(error)")
+                break
+            }
+            lock.withLock { pending = false }
+        }
+        folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
+    }
+
+    private func publishFlushing(droppingTraces dropped: [TraceID]) throws {
+        let name = BufferFolder.streamFlushing
+        guard let file = FramedFile(folder: folder.path, name: name) else { return }
+        let batches = file.withRecords { batcher.batches($0, droppingTraces: dropped) }
+        if !batches.isEmpty {
+            var marker = folder.reserve(batches.count)
+            try FramedFile.mark(marker, name: name, in: folder)
+            do {
+                try folder.stage(batches.map(\.envelope), as: marker)
+            } catch {
+                folder.removeStaged(marker)
+                try? FramedFile.mark(.idle, name: name, in: folder)
+                batches.compactMap(\.report).forEach(batcher.reports.restore)
+                throw error
+            }
+            marker.state = .captured
+            try FramedFile.mark(marker, name: name, in: folder)
+        }
+        folder.remove(name)
+        folder.sync()
+    }
+
+    func close() {
+        lock.withLock { closed = true }
+        forward(everything: true)
+        if let report = batcher.pendingReport() {
+            do { try transport.send(report.envelope) } catch { batcher.dropped([report], error: error) }
+        }
+    }
+
+    var isEmpty: Bool { lock.withLock { !pending && cache.recordBytes == 0 } }
+}

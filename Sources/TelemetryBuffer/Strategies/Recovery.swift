@@ -1,0 +1,109 @@
+/// What start-up recovery found in the buffer folder and turned into envelopes.
+public struct RecoveryReport: Sendable, Equatable {
+    /// Items recovered from buffer files, each published once.
+    public var items = 0
+    /// Copies of those items found in more than one file (a list and its IO cache), not published again.
+    public var duplicates = 0
+    /// Envelopes staged for `envelopes/`, including any an interrupted flush or recovery left.
+    public var envelopes = 0
+    /// Bytes of buffer files that were not valid records (a torn tail, a file without a header), skipped.
+    public var discardedBytes = 0
+    /// The buffer files read.
+    public var files: [String] = []
+}
+
+/// Start-up recovery of a `telemetry-buffer/` folder, whatever strategy wrote it.
+///
+/// Every buffer file that can hold records is read (lists, IO caches, stream caches, detected-termination
+/// files, an earlier `recovered` file). Publication markers say which staged envelopes are authoritative:
+/// a `captured` file's items are already in its staged envelopes, so they are skipped; a `publishing`
+/// file's staged envelopes are incomplete, so they are deleted and the file's items count. The remaining
+/// items are deduplicated by item ID, put in order of arrival, written as one `recovered` file (atomic
+/// rename: the commit point), the source files are removed, and `recovered` is published as staged
+/// envelopes with its own marker. A crash at any step leaves files the next start reads to the same
+/// result: nothing lost, nothing twice.
+enum Recovery {
+    static func run(folder: BufferFolder, batcher: EnvelopeBatcher) throws -> RecoveryReport {
+        var report = RecoveryReport()
+        var sources = folder.names().filter(isSource).compactMap { FramedFile(folder: folder.path, name: $0) }
+        sources.sort { ($0.created, $0.name) < ($1.created, $1.name) }
+        report.files = sources.map(\.name)
+
+        // Markers: captured files are already published; publishing ones were interrupted.
+        var published = Set<ItemID>()
+        for source in sources {
+            switch source.publication.state {
+            case .captured: _ = source.withRecords { RecordFraming.forEachRecord(in: $0) { published.insert($0.id) } }
+            case .publishing: folder.removeStaged(source.publication)
+            case .idle: break
+            }
+        }
+
+        // Live items, once each, in order of arrival (per buffer lifetime, by sequence).
+        var seen = published
+        var items: [(id: ItemID, category: ItemCategory, payload: [UInt8])] = []
+        var lifetimes: [UInt64: Int] = [:]
+        for source in sources where source.publication.state != .captured {
+            if source.kind == nil { report.discardedBytes += source.bytes.count }
+            let scan = source.withRecords { records in
+                RecordFraming.forEachRecord(in: records) { record in
+                    if seen.insert(record.id).inserted {
+                        items.append((record.id, record.category, Array(record.payload)))
+                        if lifetimes[record.id.nonce] == nil { lifetimes[record.id.nonce] = lifetimes.count }
+                    } else if !published.contains(record.id) {
+                        report.duplicates += 1
+                    }
+                }
+            }
+            report.discardedBytes += scan.discardedBytes
+        }
+        items.sort { (lifetimes[$0.id.nonce]!, $0.id.sequence) < (lifetimes[$1.id.nonce]!, $1.id.sequence) }
+        report.items = items.count
+
+        // Commit point: one durable file holding every live item.
+        if !items.isEmpty {
+            let region = RecordRegion(recordCapacity: items.reduce(0) { $0 + RecordFraming.recordHeaderSize + $1.payload.count },
+                                      kind: .recovered)
+            for item in items {
+                item.payload.withUnsafeBytes {
+                    region.append(category: item.category, id: item.id, payload: $0, payloadCRC: CRC32C.checksum($0))
+                }
+            }
+            try FramedFile.write(records: Array(region.records), kind: .recovered, name: BufferFolder.recovered, in: folder)
+        }
+        for source in sources where !(source.name == BufferFolder.recovered && !items.isEmpty) {
+            folder.remove(source.name)
+        }
+        folder.sync()
+
+        if !items.isEmpty { try publishRecovered(folder: folder, batcher: batcher) }
+        report.envelopes = folder.stagedEnvelopes().count
+        return report
+    }
+
+    /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.
+    private static func publishRecovered(folder: BufferFolder, batcher: EnvelopeBatcher) throws {
+        guard let file = FramedFile(folder: folder.path, name: BufferFolder.recovered) else { return }
+        let batches = file.withRecords { batcher.batches($0) }
+        var marker = folder.reserve(batches.count)
+        try FramedFile.mark(marker, name: BufferFolder.recovered, in: folder)
+        do {
+            try folder.stage(batches.map(\.envelope), as: marker)
+        } catch {
+            folder.removeStaged(marker)
+            batches.compactMap(\.report).forEach(batcher.reports.restore)
+            throw error
+        }
+        marker.state = .captured
+        try FramedFile.mark(marker, name: BufferFolder.recovered, in: folder)
+        folder.remove(BufferFolder.recovered)
+        folder.sync()
+    }
+
+    /// Whether a file of the folder can hold records.
+    static func isSource(_ name: String) -> Bool {
+        name.hasPrefix("crash-safe-list-") || name.hasPrefix("async-io-cache-")
+            || name.hasPrefix(BufferFolder.terminationPrefix)
+            || [BufferFolder.streamCache, BufferFolder.streamFlushing, BufferFolder.recovered].contains(name)
+    }
+}
