@@ -2,7 +2,8 @@ import Foundation
 import TelemetryBuffer
 
 /// `stress`: adds N logs `item <seq>` (and with --spans one span per item), printing `ack <seq>` once
-/// `add` has returned with the item held (`drop <seq>` if it was dropped), then closes the buffer
+/// every `add` of that seq has returned with its item held, or `drop <seq> log|span|log span` naming
+/// what was dropped; then closes the buffer
 /// (with --no-close it just returns from main: the graceful-exit hook must forward the items).
 enum Stress {
     static func run(_ arguments: Arguments) throws {
@@ -13,8 +14,11 @@ enum Stress {
         var trace = TraceID.random()
         var segment = SpanID.random()
         for seq in 0..<count {
-            var held = buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace,
-                                           attributes: ["seq": .integer(Int64(seq))]))
+            var dropped: [String] = []
+            if !buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace,
+                                    attributes: ["seq": .integer(Int64(seq))])) {
+                dropped.append("log")
+            }
             if withSpans {
                 // A new trace every 100 items, so envelopes hold several traces' spans.
                 if seq % 100 == 0 { trace = TraceID.random(); segment = SpanID.random() }
@@ -24,10 +28,11 @@ enum Stress {
                                 parentSpanID: isSegment ? nil : segment, name: "item \(seq)",
                                 isSegment: isSegment, startTimestamp: now.addingTimeInterval(-0.01),
                                 endTimestamp: now, attributes: ["seq": .integer(Int64(seq))])
-                held = buffer.add(span: span) && held
+                if !buffer.add(span: span) { dropped.append("span") }
             }
             // Unbuffered, so a parent killing this process has seen every ack that was printed.
-            FileHandle.standardOutput.write(Data((held ? "ack \(seq)\n" : "drop \(seq)\n").utf8))
+            let line = dropped.isEmpty ? "ack \(seq)\n" : "drop \(seq) \(dropped.joined(separator: " "))\n"
+            FileHandle.standardOutput.write(Data(line.utf8))
         }
         if !arguments.flag("no-close") { buffer.close() }
     }

@@ -38,7 +38,7 @@ final class JSONWriterTests: XCTestCase {
     }
 
     func testDoublesRoundTripExactly() {
-        var values: [Double] = [0, -0.0, 0.1, 0.75, 1, -1.5, 1e-300, 5e-324, .greatestFiniteMagnitude,
+        var values: [Double] = [0, -0.0, 0.1, 0.75, 1, -1.5, 1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude,
                                 .leastNormalMagnitude, 123456789.123456789, 1e16, 3.141592653589793]
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2000 { values.append(Double(bitPattern: generator.next() & ~(0x7FF << 52) | (UInt64.random(in: 1...2046) << 52))) }

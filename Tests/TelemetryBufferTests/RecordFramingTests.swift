@@ -27,7 +27,7 @@ final class RecordFramingTests: XCTestCase {
     func testRoundTrip() {
         let bytes = framed(3)
         var records: [(ItemCategory, ItemID)] = []
-        bytes.withUnsafeBytes { buffer in
+        _ = bytes.withUnsafeBytes { buffer in
             RecordFraming.forEachRecord(in: buffer) { records.append(($0.category, $0.id)) }
         }
         XCTAssertEqual(records.map(\.0), [.log, .span, .log])

@@ -96,7 +96,8 @@ final class BufferFolder: @unchecked Sendable {
     /// folder, or `send` then delete for any other transport (at least once across a crash in between).
     func moveStaged(to transport: any Transport, diagnostics: Diagnostics) {
         guard !isReleased else { return }
-        for (_, name) in stagedEnvelopes() {
+        for (position, (_, name)) in stagedEnvelopes().enumerated() {
+            if position == 1 { Failpoint.moveOne.hit() }
             let file = path + "/" + name
             do {
                 if let files = transport as? FileTransport {

@@ -83,23 +83,25 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         for _ in 0..<(everything ? 2 : 1) {
             guard let batch = regions.beginForwarding() else { break }
             do {
-                try publish(list: batch.index, records: batch.records, droppedTraces: batch.droppedTraces)
+                try publish(list: batch.index, records: batch.records)
             } catch {
                 // The list keeps its items and stays pending; the next forward tries again.
                 batcher.diagnostics.log(.error, "could not publish \(BufferFolder.crashSafeList(batch.index + 1)): \(error)")
                 break
             }
             regions.endForwarding()
+            Failpoint.publishEmptied.hit()
         }
         folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
     }
 
     /// Stages the list's envelopes under its publication marker, then empties its IO cache.
-    private func publish(list index: Int, records: UnsafeRawBufferPointer, droppedTraces: [TraceID]) throws {
-        let batches = batcher.batches(records, droppingTraces: droppedTraces)
+    private func publish(list index: Int, records: UnsafeRawBufferPointer) throws {
+        let batches = batcher.batches(records)
         if !batches.isEmpty {
             var marker = folder.reserve(batches.count)
             lists[index].mark(marker)
+            Failpoint.publishMarked.hit()
             do {
                 try folder.stage(batches.map(\.envelope), as: marker)
             } catch {
@@ -108,8 +110,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                 batches.compactMap(\.report).forEach(batcher.reports.restore)
                 throw error
             }
+            Failpoint.publishStaged.hit()
             marker.state = .captured
             lists[index].mark(marker)
+            Failpoint.publishCaptured.hit()
         }
         try io.sync { try caches[index].reset() }
     }

@@ -19,8 +19,8 @@ struct EnvelopeBatcher: Sendable {
     let maxLogs: Int
     let maxSpans: Int
 
-    /// The envelopes for the records framed in `records`, leaving out (and counting) spans of `droppedTraces`.
-    func batches(_ records: UnsafeRawBufferPointer, droppingTraces droppedTraces: [TraceID] = []) -> [Batch] {
+    /// The envelopes for the records framed in `records`.
+    func batches(_ records: UnsafeRawBufferPointer) -> [Batch] {
         var logs: [UnsafeRawBufferPointer] = []
         var traces: [TraceID] = []
         var spans: [TraceID: [UnsafeRawBufferPointer]] = [:]
@@ -31,9 +31,6 @@ struct EnvelopeBatcher: Sendable {
             case .span:
                 guard let trace = ItemEncoder.traceID(ofSpan: record.payload) else {
                     return reports.record(.internalSDKError, .span)
-                }
-                if droppedTraces.contains(trace) {
-                    return reports.recordDrop(of: .span, bytes: record.payload.count, reason: .bufferOverflow)
                 }
                 if spans[trace] == nil { traces.append(trace) }
                 spans[trace, default: []].append(record.payload)

@@ -15,7 +15,8 @@ import Musl
 /// survives the death of the process (not power loss). On the timer or a limit, `cache` is renamed to
 /// `flushing`, a fresh `cache` is opened, and `flushing` is published exactly once under its
 /// publication marker, then deleted. If `cache` fills while `flushing` is still being published, new
-/// items are dropped and counted. Start-up recovery reads both files.
+/// items are dropped and counted (a dropped span closes its trace for the rest of that file, as in
+/// `RotatingRegions`). Start-up recovery reads both files.
 final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private struct Tally {
         var recordBytes = 0
@@ -32,7 +33,6 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     // Guarded by `lock`.
     private var fd: Int32 = -1
     private var cache = Tally()
-    private var flushing = Tally()
     /// `flushing` exists and is not yet published.
     private var pending = false
     private var closed = false
@@ -75,7 +75,6 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func rotate() throws {
         let flushingPath = folder.path + "/" + BufferFolder.streamFlushing
         guard rename(cachePath, flushingPath) == 0 else { throw FileSystem.error("rename", flushingPath) }
-        flushing = cache
         pending = true
         try openCache()
     }
@@ -145,19 +144,19 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
 
     func forward(everything: Bool) {
         for _ in 0..<(everything ? 2 : 1) {
-            let dropped: [TraceID]? = lock.withLock {
+            let ready: Bool = lock.withLock {
                 if !pending {
-                    guard cache.recordBytes > 0 else { return nil }
+                    guard cache.recordBytes > 0 else { return false }
                     do { try rotate() } catch {
                         batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
-                        return nil
+                        return false
                     }
                 }
-                return flushing.droppedTraces
+                return true
             }
-            guard let dropped else { break }
+            guard ready else { break }
             do {
-                try publishFlushing(droppingTraces: dropped)
+                try publishFlushing()
             } catch {
                 batcher.diagnostics.log(.error, "could not publish \(BufferFolder.streamFlushing): \(error)")
                 break
@@ -167,13 +166,14 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
     }
 
-    private func publishFlushing(droppingTraces dropped: [TraceID]) throws {
+    private func publishFlushing() throws {
         let name = BufferFolder.streamFlushing
         guard let file = FramedFile(folder: folder.path, name: name) else { return }
-        let batches = file.withRecords { batcher.batches($0, droppingTraces: dropped) }
+        let batches = file.withRecords { batcher.batches($0) }
         if !batches.isEmpty {
             var marker = folder.reserve(batches.count)
             try FramedFile.mark(marker, name: name, in: folder)
+            Failpoint.publishMarked.hit()
             do {
                 try folder.stage(batches.map(\.envelope), as: marker)
             } catch {
@@ -182,11 +182,14 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                 batches.compactMap(\.report).forEach(batcher.reports.restore)
                 throw error
             }
+            Failpoint.publishStaged.hit()
             marker.state = .captured
             try FramedFile.mark(marker, name: name, in: folder)
+            Failpoint.publishCaptured.hit()
         }
         folder.remove(name)
         folder.sync()
+        Failpoint.publishEmptied.hit()
     }
 
     func close() {

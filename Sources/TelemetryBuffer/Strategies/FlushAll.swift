@@ -25,7 +25,7 @@ final class FlushAll: BufferStrategy {
         // The region already waiting (or the active one), then, for everything, the one active now.
         for _ in 0..<(everything ? 2 : 1) {
             guard let batch = regions.beginForwarding() else { return }
-            send(batcher.batches(batch.records, droppingTraces: batch.droppedTraces))
+            send(batcher.batches(batch.records))
             regions.endForwarding()
         }
     }

@@ -70,11 +70,13 @@ enum Recovery {
                 }
             }
             try FramedFile.write(records: Array(region.records), kind: .recovered, name: BufferFolder.recovered, in: folder)
+            Failpoint.recoveryWritten.hit()
         }
         for source in sources where !(source.name == BufferFolder.recovered && !items.isEmpty) {
             folder.remove(source.name)
         }
         folder.sync()
+        Failpoint.recoveryRemoved.hit()
 
         if !items.isEmpty { try publishRecovered(folder: folder, batcher: batcher) }
         report.envelopes = folder.stagedEnvelopes().count
@@ -94,6 +96,7 @@ enum Recovery {
             batches.compactMap(\.report).forEach(batcher.reports.restore)
             throw error
         }
+        Failpoint.recoveryStaged.hit()
         marker.state = .captured
         try FramedFile.mark(marker, name: BufferFolder.recovered, in: folder)
         folder.remove(BufferFolder.recovered)

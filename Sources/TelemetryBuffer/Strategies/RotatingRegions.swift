@@ -3,8 +3,10 @@
 /// `append` is the hot path: a short lock, a bounds check, a copy. When the active region cannot take an
 /// item (bytes, or the queued-log cap) and the other one is free, the roles swap on the spot, so a full
 /// region never makes the caller wait. When the other region is still being forwarded, the item is
-/// dropped and reported as `buffer_overflow`; a dropped span also condemns its trace in that region,
-/// so that trace is dropped whole, as the span-buffer spec asks, not sent in part.
+/// dropped and reported as `buffer_overflow`. A dropped span also closes its trace for the rest of the
+/// region: later spans of that trace are dropped too, so the trace is cut at the overflow instead of
+/// being sent with holes. (The span-buffer spec drops a whole trace; spans already accepted are kept
+/// here, because `add` acknowledged them.)
 final class RotatingRegions: @unchecked Sendable {
     struct Limits {
         /// Logs that trigger a forward.
@@ -18,7 +20,7 @@ final class RotatingRegions: @unchecked Sendable {
     private struct Tally {
         var logs = 0
         var spans = 0
-        /// Traces whose spans are dropped from this region (at most `maxDroppedTraces`).
+        /// Traces closed by an overflow: their later spans are dropped (at most `maxDroppedTraces`).
         var droppedTraces: [TraceID] = []
     }
 
@@ -82,9 +84,9 @@ final class RotatingRegions: @unchecked Sendable {
             && (item.category != .log || tallies[index].logs < limits.queuedLogs)
     }
 
-    /// The region to forward next (the pending one, else the active one after a swap), with the traces
-    /// to leave out of it; `nil` when nothing is held. Background queue; pair with `endForwarding`.
-    func beginForwarding() -> (index: Int, records: UnsafeRawBufferPointer, droppedTraces: [TraceID])? {
+    /// The region to forward next (the pending one, else the active one after a swap); `nil` when
+    /// nothing is held. Background queue; pair with `endForwarding`.
+    func beginForwarding() -> (index: Int, records: UnsafeRawBufferPointer)? {
         lock.withLock {
             if !pending {
                 guard !regions[active].isEmpty else { return nil }
@@ -92,7 +94,7 @@ final class RotatingRegions: @unchecked Sendable {
                 pending = true
             }
             let index = active ^ 1
-            return (index, regions[index].records, tallies[index].droppedTraces)
+            return (index, regions[index].records)
         }
     }
 

@@ -1,0 +1,40 @@
+import Foundation
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Named steps of publishing and recovery where the kill tests stop a process.
+///
+/// With `TELEMETRY_BUFFER_FAILPOINT=<name>` in its environment, a process kills itself with SIGKILL the
+/// first time it reaches that step; without it, each step costs one comparison with `nil`. They are on
+/// background paths only, never in `add`.
+enum Failpoint: String, CaseIterable, Sendable {
+    /// A buffer file is marked `publishing`; no envelope is staged yet.
+    case publishMarked = "publish.marked"
+    /// Its envelopes are staged; the marker still says `publishing`.
+    case publishStaged = "publish.staged"
+    /// The marker says `captured`; the file still holds the items.
+    case publishCaptured = "publish.captured"
+    /// The file is emptied; the staged envelopes are not moved yet.
+    case publishEmptied = "publish.emptied"
+    /// One staged envelope of several has moved into `envelopes/`.
+    case moveOne = "move.one"
+    /// Recovery wrote `recovered`; the files it came from are still there.
+    case recoveryWritten = "recovery.written"
+    /// Recovery removed those files; `recovered` is not published yet.
+    case recoveryRemoved = "recovery.removed"
+    /// Recovery staged the envelopes of `recovered`; its marker still says `publishing`.
+    case recoveryStaged = "recovery.staged"
+
+    private static let armed = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"]
+
+    /// Kills the process here if this failpoint is armed.
+    func hit() {
+        guard let armed = Self.armed, armed == rawValue else { return }
+        kill(getpid(), SIGKILL)
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// Real child processes (`telemetry-demo stress`) killed with SIGKILL, then recovered by a new process.
+///
+/// The contract: with DoubleRotatingBuffer and FileStreamCache every item whose `ack` was printed is
+/// delivered exactly once, whenever the kill lands (during adds, a flush, a move or start-up recovery);
+/// nothing is delivered twice, and nothing that was never added appears. FlushAll keeps items in memory,
+/// so it may lose unacknowledged batches, but never duplicates or invents one.
+/// `TB_KILL_RUNS` sets the randomized runs per strategy (default 50).
+final class KillTests: XCTestCase {
+    private static let runs = Int(ProcessInfo.processInfo.environment["TB_KILL_RUNS"] ?? "") ?? 50
+    private static let count = 3000
+    private static let crashSafe: [Options.Strategy] = [.doubleRotatingBuffer, .fileStreamCache]
+
+    func testRandomKillsThenRecoveryDeliverEveryAcknowledgedItemExactlyOnce() throws {
+        var generator = SystemRandomNumberGenerator()
+        for strategy in Options.Strategy.allCases {
+            for run in 0..<Self.runs {
+                let folder = try TemporaryDirectory()
+                defer { folder.remove() }
+                let spans = run % 2 == 1
+                let stress = try Child.stress(folder, strategy, count: Self.count, spans: spans,
+                                              killAfter: .random(in: 0...250_000, using: &generator))
+                // A third of the runs also kill the first recovery part-way.
+                if run % 3 == 0 {
+                    _ = try Child.recover(folder, strategy, killAfter: .random(in: 0...40_000, using: &generator))
+                }
+                let recovery = try Child.recover(folder, strategy)
+                XCTAssertEqual(recovery.status, 0, recovery.errors)
+                try assertDelivered(stress, in: folder, spans: spans, crashSafe: Self.crashSafe.contains(strategy),
+                                    "\(strategy) run \(run)")
+            }
+        }
+    }
+
+    /// A kill at each step of publishing (a flush) and of moving staged envelopes.
+    func testKillsAtEveryStepOfPublishing() throws {
+        let steps: [Failpoint] = [.publishMarked, .publishStaged, .publishCaptured, .publishEmptied, .moveOne]
+        for strategy in Self.crashSafe {
+            for step in steps {
+                let folder = try TemporaryDirectory()
+                defer { folder.remove() }
+                let stress = try Child.stress(folder, strategy, count: 500, spans: true, failpoint: step)
+                XCTAssertEqual(stress.status, -SIGKILL, "\(strategy) \(step) must have been reached")
+                let recovery = try Child.recover(folder, strategy)
+                XCTAssertEqual(recovery.status, 0, recovery.errors)
+                try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "\(strategy) \(step)")
+            }
+        }
+    }
+
+    /// A kill at each step of start-up recovery, then a second recovery.
+    func testKillsAtEveryStepOfRecovery() throws {
+        for strategy in Self.crashSafe {
+            for step in [Failpoint.recoveryWritten, .recoveryRemoved, .recoveryStaged] {
+                let folder = try TemporaryDirectory()
+                defer { folder.remove() }
+                // Leave work for recovery: die in the middle of a publication.
+                let stress = try Child.stress(folder, strategy, count: 500, spans: true, failpoint: .publishStaged)
+                let interrupted = try Child.recover(folder, strategy, failpoint: step)
+                XCTAssertEqual(interrupted.status, -SIGKILL, "\(strategy) \(step) must have been reached")
+                let recovery = try Child.recover(folder, strategy)
+                XCTAssertEqual(recovery.status, 0, recovery.errors)
+                try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "\(strategy) \(step)")
+            }
+        }
+    }
+
+    private func assertDelivered(_ stress: Child.Run, in folder: TemporaryDirectory, spans: Bool, crashSafe: Bool,
+                                 _ label: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        // Every seq is printed once, in order: `ack <seq>`, or `drop <seq> <kinds dropped>`.
+        let lines = stress.lines.map { $0.split(separator: " ").map(String.init) }
+        let seqs = lines.compactMap { $0.count >= 2 ? Int($0[1]) : nil }
+        XCTAssertTrue(seqs == Array(0..<seqs.count), "\(label): seqs printed out of order", file: file, line: line)
+        // The item after the last one printed may be held, killed before its line was printed.
+        let attempted = seqs.count + 1
+        let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
+        let walked = try walkEnvelopes(in: envelopes)
+        var kinds = [("log", try logBodies(in: envelopes))]
+        if spans {
+            kinds.append(("span", walked.flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
+                .compactMap { $0["name"] as? String }))
+        }
+        for (kind, names) in kinds {
+            let dropped = Set(lines.filter { $0.first == "drop" && $0.contains(kind) }.map { Int($0[1])! })
+            let acked = Set(seqs).subtracting(dropped)
+            let delivered = names.compactMap { Int($0.dropFirst(5)) }
+            XCTAssertEqual(delivered.count, names.count, "\(label): malformed \(kind) names", file: file, line: line)
+            XCTAssertEqual(delivered.count, Set(delivered).count, "\(label): a \(kind) was delivered twice", file: file, line: line)
+            XCTAssertTrue(delivered.allSatisfy { $0 < attempted }, "\(label): a \(kind) never added", file: file, line: line)
+            XCTAssertTrue(dropped.isDisjoint(with: delivered), "\(label): a dropped \(kind) was delivered", file: file, line: line)
+            if crashSafe {
+                let missing = acked.subtracting(delivered)
+                XCTAssertTrue(missing.isEmpty, "\(label): \(missing.count) acknowledged \(kind)s lost, e.g. \(missing.sorted().prefix(5))",
+                              file: file, line: line)
+            }
+        }
+        let leftovers = try FileManager.default.contentsOfDirectory(
+            atPath: folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer").path)
+        XCTAssertFalse(leftovers.contains { $0.hasPrefix("envelope-") || $0 == "recovered" || $0 == "flushing" },
+                       "\(label): staged files left after a clean recovery: \(leftovers)", file: file, line: line)
+    }
+}
+
+/// The demo as a child process that can be killed.
+enum Child {
+    struct Run {
+        var status: Int32
+        var output: String
+        var errors: String
+        var lines: [String] { output.split(separator: "\n").map(String.init) }
+    }
+
+    static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool,
+                       killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
+        try run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(count),
+                 "--max-envelopes", "100000"] + (spans ? ["--spans"] : []), killAfter: killAfter, failpoint: failpoint)
+    }
+
+    static func recover(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, killAfter: useconds_t? = nil,
+                        failpoint: Failpoint? = nil) throws -> Run {
+        try run(["recover", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--max-envelopes", "100000"],
+                killAfter: killAfter, failpoint: failpoint)
+    }
+
+    /// Runs the demo; with `killAfter` µs, sends SIGKILL then. Status is `-signal` for a signal death.
+    static func run(_ arguments: [String], killAfter: useconds_t?, failpoint: Failpoint?) throws -> Run {
+        let process = Process()
+        process.executableURL = Demo.executable
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["TELEMETRY_BUFFER_FAILPOINT"] = failpoint?.rawValue
+        process.environment = environment
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let collected = Locked((output: Data(), errors: Data()))
+        let drained = DispatchGroup()
+        for (pipe, isOutput) in [(output, true), (errors, false)] {
+            drained.enter()
+            DispatchQueue.global().async {
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                collected.withLock { if isOutput { $0.output = data } else { $0.errors = data } }
+                drained.leave()
+            }
+        }
+        try process.run()
+        if let killAfter {
+            usleep(killAfter)
+            kill(process.processIdentifier, SIGKILL)
+        }
+        process.waitUntilExit()
+        drained.wait()
+        let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
+        let data = collected.withLock { $0 }
+        return Run(status: status, output: String(decoding: data.output, as: UTF8.self),
+                   errors: String(decoding: data.errors, as: UTF8.self))
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+final class StorageTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private var bufferFolder: String {
+        directory.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
+    }
+
+    /// Appends logs with bodies `bodies` (IDs: `nonce`, sequence = index) to a region.
+    private func append(_ bodies: [String], to region: RecordRegion, nonce: UInt64 = 1, from start: UInt64 = 0) {
+        let buffer = ByteBuffer(capacity: 256)
+        for (index, body) in bodies.enumerated() {
+            buffer.count = 0
+            var writer = JSONWriter(appendingTo: buffer)
+            ItemEncoder(defaults: [:]).encode(Log.test(body), into: &writer)
+            writer.finish()
+            region.append(category: .log, id: ItemID(nonce: nonce, sequence: start + UInt64(index)),
+                          payload: buffer.bytes, payloadCRC: CRC32C.checksum(buffer.bytes))
+        }
+    }
+
+    private func fileSize(_ name: String) throws -> Int {
+        try FileManager.default.attributesOfItem(atPath: bufferFolder + "/" + name)[.size] as! Int
+    }
+
+    func testTheIOCacheMirrorsTheListIncrementally() throws {
+        try FileManager.default.createDirectory(atPath: directory.url.path + "/f", withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: directory.url.path + "/f/list", size: 4096 + 32), kind: .crashSafeList)
+        let cache = try AsyncIOCache(path: directory.url.path + "/f/cache")
+        XCTAssertFalse(try cache.catchUp(with: list), "nothing to copy yet")
+        append(["a", "b"], to: list)
+        XCTAssertTrue(try cache.catchUp(with: list))
+        append(["c"], to: list, from: 2)
+        XCTAssertTrue(try cache.catchUp(with: list))
+        try cache.sync()
+        let file = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
+        XCTAssertEqual(file.kind, .asyncIOCache)
+        XCTAssertEqual(Array(file.bytes[file.records]), Array(list.records), "byte for byte the list's records")
+        try cache.reset()
+        XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "cache")?.records.count, 0)
+    }
+
+    func testRecoverySalvagesDamagedFilesAndCountsWhatItSkips() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        // List 1: four records committed, the last one torn by a flipped byte, junk past the committed length.
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
+                                kind: .crashSafeList)
+        append(["l0", "l1", "l2", "l3"], to: list)
+        let lastRecord = list.records.count / 4
+        (list.base + 32 + list.records.count - 3).storeBytes(of: 0x21, as: UInt8.self)
+        // Its IO cache copied the first two records.
+        let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
+        let half = RecordRegion(recordCapacity: 4096, kind: .memoryList)
+        append(["l0", "l1"], to: half)
+        _ = try cache.catchUp(with: half)
+        // A termination file of garbage, and a stream cache with one record and a torn tail.
+        let garbage = (0..<500).map { _ in UInt8.random(in: 0...255) }
+        try Data(garbage).write(to: URL(fileURLWithPath: bufferFolder + "/detected-termination-0"))
+        let stream = RecordRegion(recordCapacity: 4096, kind: .streamCache)
+        append(["s0"], to: stream, nonce: 2)
+        var streamBytes = Array(UnsafeRawBufferPointer(start: stream.base, count: 32 + stream.records.count))
+        streamBytes += Array(streamBytes[32..<52])
+        try Data(streamBytes).write(to: URL(fileURLWithPath: bufferFolder + "/cache"))
+
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 4, "l0 l1 l2 and s0")
+        XCTAssertEqual(buffer.recovery.duplicates, 2, "l0 and l1 were also in the IO cache")
+        XCTAssertEqual(buffer.recovery.discardedBytes, lastRecord + 500 + 20)
+        XCTAssertEqual(Set(buffer.recovery.files), ["async-io-cache-1", "cache", "crash-safe-list-1", "detected-termination-0"])
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["l0", "l1", "l2", "s0"])
+    }
+
+    func testEachStrategyKeepsItsFilesAndEmptiesThemOnClose() throws {
+        let bytes = 8192
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = bytes })
+        XCTAssertEqual(try fileSize("crash-safe-list-1"), 32 + bytes, "preallocated in full")
+        XCTAssertEqual(try fileSize("crash-safe-list-2"), 32 + bytes)
+        buffer.add(log: .test("in the list"))
+        let list = try XCTUnwrap(FramedFile(folder: bufferFolder, name: "crash-safe-list-1"))
+        XCTAssertEqual(list.records.count, 25 + 1 + list.withRecords { raw in
+            var size = -1
+            RecordFraming.forEachRecord(in: raw) { size = $0.payload.count - 1 }
+            return size
+        }, "visible in the file as soon as add returns")
+        buffer.close()
+        for name in ["async-io-cache-1", "async-io-cache-2"] { XCTAssertEqual(try fileSize(name), 32, name) }
+        for name in ["crash-safe-list-1", "crash-safe-list-2"] {
+            XCTAssertEqual(FramedFile(folder: bufferFolder, name: name)?.records.count, 0, name)
+        }
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["in the list"])
+    }
+
+    func testTheStreamCacheWritesOnTheCallingThread() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.strategy = .fileStreamCache })
+        buffer.add(log: .test("one"))
+        buffer.add(log: .test("two"))
+        let file = try XCTUnwrap(FramedFile(folder: bufferFolder, name: "cache"))
+        var bodies: [String] = []
+        _ = file.withRecords { raw in
+            RecordFraming.forEachRecord(in: raw) { record in
+                let object = try? JSONSerialization.jsonObject(with: Data(record.payload)) as? [String: Any]
+                bodies.append(object?["body"] as? String ?? "")
+            }
+        }
+        XCTAssertEqual(bodies, ["one", "two"], "in the file when add returns")
+        buffer.flush()
+        XCTAssertNil(FramedFile(folder: bufferFolder, name: "flushing"))
+        XCTAssertEqual(FramedFile(folder: bufferFolder, name: "cache")?.records.count, 0)
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["one", "two"])
+    }
+
+    func testTheRolesSwapManyTimesWithoutLossOrDuplicates() throws {
+        for strategy in [Options.Strategy.doubleRotatingBuffer, .fileStreamCache] {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let buffer = try TelemetryBuffer(options: testOptions(folder) {
+                $0.strategy = strategy
+                $0.maxBatchBytes = 4096
+                $0.maxCachedEnvelopes = 10_000
+            })
+            var accepted: [String] = []
+            for index in 0..<600 {
+                let body = "swap \(index) " + String(repeating: "s", count: 200)
+                if !buffer.add(log: .test(body)) {
+                    buffer.flush()
+                    XCTAssertTrue(buffer.add(log: .test(body)))
+                }
+                accepted.append(body)
+            }
+            buffer.close()
+            let envelopes = try walkEnvelopes(in: buffer.envelopesDirectory)
+            XCTAssertGreaterThan(envelopes.count, 40, "\(strategy): many rotations")
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), accepted, strategy.rawValue)
+        }
+    }
+
+    /// `ulimit -f` makes the file system refuse the list's preallocation, as a full disk would.
+    func testAFullDiskFailsAtCreationWithAClearError() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "trap '' XFSZ; ulimit -f 16; exec \"$0\" stress --dir \"$1\" --count 1",
+                             Demo.executable.path, directory.url.path]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .exit, "an error, not a crash")
+        XCTAssertEqual(process.terminationStatus, 1)
+        XCTAssertTrue(message.contains("crash-safe-list-1") && message.contains("File too large"), message)
+    }
+
+    func testRotatingRegionsCutATraceAtTheOverflowAndKeepWhatTheyAccepted() throws {
+        let regions = RotatingRegions(RecordRegion(recordCapacity: 400, kind: .memoryList),
+                                      RecordRegion(recordCapacity: 400, kind: .memoryList),
+                                      limits: .init(logs: 100, spans: 100))
+        let doomed = TraceID(high: 1, low: 1), kept = TraceID(high: 2, low: 2)
+        func span(_ trace: TraceID, size: Int) -> AppendOutcome {
+            let payload = Array(("{\"trace_id\":\"" + trace.description + "\"" + String(repeating: " ", count: size) + "}").utf8)
+            return payload.withUnsafeBytes {
+                regions.append(EncodedItem(category: .span, payload: $0, payloadCRC: CRC32C.checksum($0), traceID: trace))
+            }
+        }
+        XCTAssertEqual(span(doomed, size: 0), .accepted(startTimer: true, forwardNow: false))
+        XCTAssertNotNil(regions.beginForwarding(), "the first region is now being forwarded")
+        XCTAssertEqual(span(doomed, size: 0), .accepted(startTimer: true, forwardNow: false))
+        XCTAssertEqual(span(kept, size: 0), .accepted(startTimer: false, forwardNow: false))
+        XCTAssertEqual(span(doomed, size: 300), .rejected(.bufferOverflow), "does not fit while the other is busy")
+        XCTAssertEqual(span(doomed, size: 0), .rejected(.bufferOverflow), "its trace is cut in this region")
+        XCTAssertEqual(span(kept, size: 0), .accepted(startTimer: false, forwardNow: false))
+        regions.endForwarding()
+        let second = try XCTUnwrap(regions.beginForwarding())
+        var traces: [TraceID?] = []
+        RecordFraming.forEachRecord(in: second.records) { traces.append(ItemEncoder.traceID(ofSpan: $0.payload)) }
+        XCTAssertEqual(traces, [doomed, kept, kept], "the accepted doomed span stays")
+        regions.endForwarding()
+        XCTAssertEqual(span(doomed, size: 0), .accepted(startTimer: true, forwardNow: false), "a new region takes it again")
+    }
+}
