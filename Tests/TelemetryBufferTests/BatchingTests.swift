@@ -183,6 +183,36 @@ final class BatchingTests: XCTestCase {
         XCTAssertEqual(discards["buffer_overflow/span"], 2, "the two rejected spans")
     }
 
+    /// Every strategy, its background queue held in the transport: adds fill what is left, then are
+    /// refused at once (the caller never waits), each refusal counted; everything accepted arrives.
+    func testWhenBothHalvesAreFullNewItemsAreDroppedAndCounted() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let transport = try GatedTransport(directory: folder.url.appendingPathComponent("out"))
+            let buffer = try TelemetryBuffer(options: testOptions(folder) {
+                $0.strategy = strategy
+                $0.maxBatchBytes = 4096
+                $0.transport = transport
+            })
+            XCTAssertTrue(buffer.add(log: .test("first")))
+            buffer.didEnterBackground()
+            transport.waitUntilHeld()
+            var accepted = ["first"]
+            var refused = 0
+            for index in 0..<100 {
+                let body = "fill \(index) " + String(repeating: "f", count: 300)
+                if buffer.add(log: .test(body)) { accepted.append(body) } else { refused += 1 }
+            }
+            XCTAssertGreaterThan(refused, 0, strategy.rawValue)
+            XCTAssertGreaterThan(accepted.count, 5, strategy.rawValue)
+            XCTAssertEqual(buffer.pendingDiscards?.quantity(.bufferOverflow, .logItem), refused, strategy.rawValue)
+            transport.open()
+            buffer.close()
+            XCTAssertEqual(try logBodies(in: transport.inner.directory), accepted, strategy.rawValue)
+        }
+    }
+
     func testConcurrentAddsFlushesAndCloseLoseNothingAndDuplicateNothing() throws {
         for strategy in Options.Strategy.allCases {
             let folder = try TemporaryDirectory()
@@ -191,6 +221,7 @@ final class BatchingTests: XCTestCase {
                 $0.strategy = strategy
                 $0.maxLogsPerBatch = 50
                 $0.maxCachedEnvelopes = 10_000
+                $0.ioSyncInterval = 0.001  // the IO cache copies the list while threads append to it
             }))
         }
     }
