@@ -89,6 +89,7 @@ final class DemoTests: XCTestCase {
 /// The demo's default DSN (kept equal to `demoDSN` in Sources/telemetry-demo/main.swift).
 let demoDefaultDSN = "https://a1b2c3d4e5f60718293a4b5c6d7e8f90@o7.ingest.us.sentry.io/4242"
 
+/// The demo as a child process, optionally killed (SIGKILL) after a delay or at a failpoint.
 enum Demo {
     struct Run {
         var status: Int32
@@ -108,26 +109,50 @@ enum Demo {
         return candidates[0].appendingPathComponent("telemetry-demo")
     }
 
-    static func run(_ arguments: [String]) throws -> Run {
+    /// Runs the demo; with `killAfter` µs, sends SIGKILL then. Status is `-signal` for a signal death.
+    static func run(_ arguments: [String], killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["TELEMETRY_BUFFER_FAILPOINT"] = failpoint?.rawValue
+        process.environment = environment
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
         // Read both pipes while the child runs, so a full pipe never blocks it.
-        let errorData = Locked(Data())
-        let drained = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            let data = errors.fileHandleForReading.readDataToEndOfFile()
-            errorData.withLock { $0 = data }
-            drained.signal()
+        let collected = Locked((output: Data(), errors: Data()))
+        let drained = DispatchGroup()
+        for (pipe, isOutput) in [(output, true), (errors, false)] {
+            drained.enter()
+            DispatchQueue.global().async {
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                collected.withLock { if isOutput { $0.output = data } else { $0.errors = data } }
+                drained.leave()
+            }
         }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        drained.wait()
+        try process.run()
+        if let killAfter {
+            usleep(killAfter)
+            kill(process.processIdentifier, SIGKILL)
+        }
         process.waitUntilExit()
-        return Run(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self),
-                   errors: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+        drained.wait()
+        let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
+        let data = collected.withLock { $0 }
+        return Run(status: status, output: String(decoding: data.output, as: UTF8.self),
+                   errors: String(decoding: data.errors, as: UTF8.self))
+    }
+
+    static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool,
+                       killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
+        try run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(count),
+                 "--max-envelopes", "100000"] + (spans ? ["--spans"] : []), killAfter: killAfter, failpoint: failpoint)
+    }
+
+    static func recover(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, killAfter: useconds_t? = nil,
+                        failpoint: Failpoint? = nil) throws -> Run {
+        try run(["recover", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--max-envelopes", "100000"],
+                killAfter: killAfter, failpoint: failpoint)
     }
 }

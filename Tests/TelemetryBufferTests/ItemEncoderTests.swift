@@ -5,21 +5,19 @@ import XCTest
 final class ItemEncoderTests: XCTestCase {
     private let trace = TraceID("4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6")!
 
-    private func encoded(_ log: Log, defaults: Attributes = [:]) -> String {
+    private func encoded(defaults: Attributes = [:], _ encode: (ItemEncoder, inout JSONWriter) -> Void) -> String {
         let buffer = ByteBuffer(capacity: 64)
         var writer = JSONWriter(appendingTo: buffer)
-        ItemEncoder(defaults: defaults).encode(log, into: &writer)
+        encode(ItemEncoder(defaults: defaults), &writer)
         writer.finish()
         return String(decoding: buffer.toArray(), as: UTF8.self)
     }
 
-    private func encoded(_ span: Span, defaults: Attributes = [:]) -> String {
-        let buffer = ByteBuffer(capacity: 64)
-        var writer = JSONWriter(appendingTo: buffer)
-        ItemEncoder(defaults: defaults).encode(span, into: &writer)
-        writer.finish()
-        return String(decoding: buffer.toArray(), as: UTF8.self)
+    private func encoded(_ log: Log, defaults: Attributes = [:]) -> String {
+        encoded(defaults: defaults) { $0.encode(log, into: &$1) }
     }
+
+    private func encoded(_ span: Span) -> String { encoded { $0.encode(span, into: &$1) } }
 
     func testLogBytes() {
         let log = Log(level: .warn, body: "Disk \"cache\" near limit", traceID: trace,

@@ -21,13 +21,13 @@ final class KillTests: XCTestCase {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
                 let spans = run % 2 == 1
-                let stress = try Child.stress(folder, strategy, count: Self.count, spans: spans,
+                let stress = try Demo.stress(folder, strategy, count: Self.count, spans: spans,
                                               killAfter: .random(in: 0...250_000, using: &generator))
                 // A third of the runs also kill the first recovery part-way.
                 if run % 3 == 0 {
-                    _ = try Child.recover(folder, strategy, killAfter: .random(in: 0...40_000, using: &generator))
+                    _ = try Demo.recover(folder, strategy, killAfter: .random(in: 0...40_000, using: &generator))
                 }
-                let recovery = try Child.recover(folder, strategy)
+                let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
                 try assertDelivered(stress, in: folder, spans: spans, crashSafe: Self.crashSafe.contains(strategy),
                                     "\(strategy) run \(run)")
@@ -42,9 +42,9 @@ final class KillTests: XCTestCase {
             for step in steps {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let stress = try Child.stress(folder, strategy, count: 500, spans: true, failpoint: step)
+                let stress = try Demo.stress(folder, strategy, count: 500, spans: true, failpoint: step)
                 XCTAssertEqual(stress.status, -SIGKILL, "\(strategy) \(step) must have been reached")
-                let recovery = try Child.recover(folder, strategy)
+                let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
                 try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "\(strategy) \(step)")
             }
@@ -58,17 +58,17 @@ final class KillTests: XCTestCase {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
                 // Leave work for recovery: die in the middle of a publication.
-                let stress = try Child.stress(folder, strategy, count: 500, spans: true, failpoint: .publishStaged)
-                let interrupted = try Child.recover(folder, strategy, failpoint: step)
+                let stress = try Demo.stress(folder, strategy, count: 500, spans: true, failpoint: .publishStaged)
+                let interrupted = try Demo.recover(folder, strategy, failpoint: step)
                 XCTAssertEqual(interrupted.status, -SIGKILL, "\(strategy) \(step) must have been reached")
-                let recovery = try Child.recover(folder, strategy)
+                let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
                 try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "\(strategy) \(step)")
             }
         }
     }
 
-    private func assertDelivered(_ stress: Child.Run, in folder: TemporaryDirectory, spans: Bool, crashSafe: Bool,
+    private func assertDelivered(_ stress: Demo.Run, in folder: TemporaryDirectory, spans: Bool, crashSafe: Bool,
                                  _ label: String, file: StaticString = #filePath, line: UInt = #line) throws {
         // Every seq is printed once, in order: `ack <seq>`, or `drop <seq> <kinds dropped>`.
         let lines = stress.lines.map { $0.split(separator: " ").map(String.init) }
@@ -101,61 +101,5 @@ final class KillTests: XCTestCase {
             atPath: folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer").path)
         XCTAssertFalse(leftovers.contains { $0.hasPrefix("envelope-") || $0 == "recovered" || $0 == "flushing" },
                        "\(label): staged files left after a clean recovery: \(leftovers)", file: file, line: line)
-    }
-}
-
-/// The demo as a child process that can be killed.
-enum Child {
-    struct Run {
-        var status: Int32
-        var output: String
-        var errors: String
-        var lines: [String] { output.split(separator: "\n").map(String.init) }
-    }
-
-    static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool,
-                       killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
-        try run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(count),
-                 "--max-envelopes", "100000"] + (spans ? ["--spans"] : []), killAfter: killAfter, failpoint: failpoint)
-    }
-
-    static func recover(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, killAfter: useconds_t? = nil,
-                        failpoint: Failpoint? = nil) throws -> Run {
-        try run(["recover", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--max-envelopes", "100000"],
-                killAfter: killAfter, failpoint: failpoint)
-    }
-
-    /// Runs the demo; with `killAfter` µs, sends SIGKILL then. Status is `-signal` for a signal death.
-    static func run(_ arguments: [String], killAfter: useconds_t?, failpoint: Failpoint?) throws -> Run {
-        let process = Process()
-        process.executableURL = Demo.executable
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["TELEMETRY_BUFFER_FAILPOINT"] = failpoint?.rawValue
-        process.environment = environment
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let collected = Locked((output: Data(), errors: Data()))
-        let drained = DispatchGroup()
-        for (pipe, isOutput) in [(output, true), (errors, false)] {
-            drained.enter()
-            DispatchQueue.global().async {
-                let data = pipe.fileHandleForReading.readDataToEndOfFile()
-                collected.withLock { if isOutput { $0.output = data } else { $0.errors = data } }
-                drained.leave()
-            }
-        }
-        try process.run()
-        if let killAfter {
-            usleep(killAfter)
-            kill(process.processIdentifier, SIGKILL)
-        }
-        process.waitUntilExit()
-        drained.wait()
-        let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
-        let data = collected.withLock { $0 }
-        return Run(status: status, output: String(decoding: data.output, as: UTF8.self),
-                   errors: String(decoding: data.errors, as: UTF8.self))
     }
 }
