@@ -49,6 +49,12 @@ public struct Options: Sendable {
     /// The trace sample rate the app samples with, sent as `sample_rate` of span envelopes' sampling
     /// context (every span that reaches the buffer was sampled); in (0, 1].
     public var tracesSampleRate = 1.0
+    /// Whether a crash (SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS) makes the process-wide
+    /// handler save this buffer's items before the signal goes on to the handlers installed before it.
+    public var crashDetection = true
+    /// Whether SIGTERM counts as a detected termination too (items saved, then the previous action,
+    /// by default the process ends). Off by default: many apps handle SIGTERM themselves.
+    public var handleSIGTERM = false
     /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`.
     public var transport: (any Transport)?
     /// Receives the buffer's own diagnostics (drops, I/O failures). Called on the buffer's background

@@ -1,3 +1,4 @@
+import CTelemetrySignals
 import Dispatch
 import Foundation
 
@@ -32,6 +33,7 @@ public final class TelemetryBuffer: Sendable {
     private let queue: DispatchQueue
     private let scheduler: FlushScheduler
     private let folder: BufferFolder
+    private let crash: CrashRegistration?
     private let maxPayloadBytes: Int
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
@@ -90,6 +92,20 @@ public final class TelemetryBuffer: Sendable {
                                                 maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
         }
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
+        if options.crashDetection, let state = strategy.crashState {
+            let output: CrashPlan.Output, target: String
+            if state.asEnvelopes, let files = transport as? FileTransport {
+                (output, target) = (.envelopes(envelopes, maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch),
+                                    files.directory.path)
+            } else {
+                // Verbatim regions in the buffer folder: recovery turns them into envelopes for any transport.
+                (output, target) = (.regionFiles(names: folder.terminationNames(state.regions.count)), folder.path)
+            }
+            crash = try CrashRegistration(CrashPlan(regions: state.regions, directory: target, output: output),
+                                          handleSIGTERM: options.handleSIGTERM)
+        } else {
+            crash = nil
+        }
 
         queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
         scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, strategy: strategy)
@@ -101,8 +117,12 @@ public final class TelemetryBuffer: Sendable {
 
     deinit {
         scheduler.cancel()
-        // Items the app added but never flushed: forward them, keeping the strategy alive for it.
-        LiveBuffers.release(ObjectIdentifier(self), finalForward: { [strategy] in strategy.close() }, on: queue)
+        // Items the app added but never flushed: forward them, keeping the strategy (and its crash
+        // registration, which points into it) alive for it.
+        LiveBuffers.release(ObjectIdentifier(self), finalForward: { [strategy, crash] in
+            strategy.close()
+            crash?.unregister()
+        }, on: queue)
     }
 
     // MARK: Adding
@@ -184,6 +204,7 @@ public final class TelemetryBuffer: Sendable {
     public func close() {
         onQueue {
             strategy.close()
+            crash?.unregister()
             scheduler.stop()
             folder.release()
         }
@@ -205,6 +226,18 @@ public final class TelemetryBuffer: Sendable {
         } else {
             queue.sync(execute: body)
         }
+    }
+
+    /// Gives the calling thread an alternate signal stack (128 KiB), so that a stack overflow on it can
+    /// still run the crash handler. A thread's own stack is what overflows, so without one the handler
+    /// cannot run there and the crash goes unseen. The thread that creates the first buffer gets one
+    /// automatically; call this at the start of long-lived threads your app creates. It keeps a larger
+    /// stack the thread already has.
+    ///
+    /// - Returns: `true` if the thread has an alternate stack of at least 64 KiB afterwards.
+    @discardableResult
+    public static func installAlternateSignalStack() -> Bool {
+        tb_crash_install_alternate_stack() == 0
     }
 
     /// Counts of items dropped so far by reason and category, not yet sent in a client report.

@@ -10,6 +10,8 @@ public enum TelemetryBufferError: Error, Sendable, Hashable, CustomStringConvert
     case fileSystem(operation: String, path: String, errno: Int32)
     /// Another buffer, in this process or another, already uses this DSN's buffer folder.
     case folderInUse(path: String)
+    /// The crash handler cannot take this buffer; create it with `Options.crashDetection = false`.
+    case crashHandlerUnavailable(reason: String)
 
     /// A sentence naming the problem and the value at fault.
     public var description: String {
@@ -22,6 +24,8 @@ public enum TelemetryBufferError: Error, Sendable, Hashable, CustomStringConvert
             "unusable cache directory '\(path)': \(reason)"
         case .fileSystem(let operation, let path, let code):
             "\(operation) '\(path)' failed: \(FileSystem.errnoText(code)) (errno \(code))"
+        case .crashHandlerUnavailable(let reason):
+            "the crash handler cannot take this buffer: \(reason); set Options.crashDetection = false to go without"
         case .folderInUse(let path):
             "another TelemetryBuffer (in this or another process) is using '\(path)'; use one buffer per DSN"
         }

@@ -13,6 +13,9 @@ struct Arguments {
                                       [--max-envelopes N]
                telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N]
                telemetry-demo inspect --dir D
+               telemetry-demo crash   --kind K [--dir D] [--strategy S] [--after N] [--spans]
+                                      [--previous-handler] [--second-dsn DSN] [--sigterm]
+        crash kinds: segv abort fatal unwrap overflow index stack thread bus kill term
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
         """
 
@@ -23,7 +26,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if ["spans", "no-close", "help"].contains(name) {
+            if ["spans", "no-close", "help", "previous-handler", "sigterm"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {
                 values[name] = value

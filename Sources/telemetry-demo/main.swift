@@ -26,6 +26,7 @@ do {
     case "stress": try Stress.run(arguments)
     case "recover": try Recover.run(arguments)
     case "inspect": try Inspect.run(arguments)
+    case "crash": try Crash.run(arguments)
     default: throw DemoError("unknown command '\(arguments.command)'\n\(Arguments.usage)")
     }
 } catch let error as DemoError {

@@ -15,40 +15,34 @@ struct EnvelopeEncoder: Sendable {
         var organizationID: String?
     }
 
-    /// `{"dsn":…,"sdk":{…}`: the envelope header without its closing brace.
-    private let envelopeHeaderPrefix: [UInt8]
-    private let sampling: SamplingContext
+    /// The header line of log envelopes: `{"dsn":…,"sdk":{…}}` LF.
+    let logHeader: [UInt8]
+    /// The header line of span envelopes around the trace ID's 32 hex digits:
+    /// `{"dsn":…,"sdk":{…},"trace":{"trace_id":"` … `","public_key":…}}` LF.
+    let spanHeaderPrefix: [UInt8]
+    let spanHeaderSuffix: [UInt8]
 
     init(dsn: DSN, sdkName: String, sdkVersion: String, sampling: SamplingContext) {
-        let buffer = ByteBuffer(capacity: 256)
-        var writer = JSONWriter(appendingTo: buffer)
-        writer.raw("{\"dsn\":")
-        writer.string(dsn.string)
-        writer.raw(",\"sdk\":{\"name\":")
-        writer.string(sdkName)
-        writer.raw(",\"version\":")
-        writer.string(sdkVersion)
-        writer.byte(0x7D)
-        writer.finish()
-        envelopeHeaderPrefix = buffer.toArray()
-        self.sampling = sampling
-    }
-
-    /// One envelope of logs (`payloads.count` ≤ 100 by the caller's batching).
-    func logs(_ payloads: [UnsafeRawBufferPointer], report: ClientReport?) -> Envelope {
-        build(report: report) { writer in
-            writer.byte(0x7D)
-            writer.byte(0x0A)
-            container(payloads, header: "{\"type\":\"log\",\"item_count\":",
-                      contentType: "application/vnd.sentry.items.log+json", into: &writer)
+        func bytes(_ write: (inout JSONWriter) -> Void) -> [UInt8] {
+            let buffer = ByteBuffer(capacity: 256)
+            var writer = JSONWriter(appendingTo: buffer)
+            write(&writer)
+            writer.finish()
+            return buffer.toArray()
         }
-    }
-
-    /// One envelope of spans of one trace.
-    func spans(_ payloads: [UnsafeRawBufferPointer], trace: TraceID, report: ClientReport?) -> Envelope {
-        build(report: report) { writer in
-            writer.raw(",\"trace\":{\"trace_id\":\"")
-            writer.traceID(trace)
+        let common = bytes { writer in
+            writer.raw("{\"dsn\":")
+            writer.string(dsn.string)
+            writer.raw(",\"sdk\":{\"name\":")
+            writer.string(sdkName)
+            writer.raw(",\"version\":")
+            writer.string(sdkVersion)
+            writer.byte(0x7D)
+        }
+        logHeader = common + Array("}\n".utf8)
+        spanHeaderPrefix = common + Array(",\"trace\":{\"trace_id\":\"".utf8)
+        // The sampling context (strings only): the app's rate; every buffered span was sampled.
+        spanHeaderSuffix = bytes { writer in
             writer.raw("\",\"public_key\":")
             writer.string(sampling.publicKey)
             writer.raw(",\"sample_rate\":")
@@ -67,6 +61,24 @@ struct EnvelopeEncoder: Sendable {
                 writer.string(organization)
             }
             writer.raw("}}\n")
+        }
+    }
+
+    /// One envelope of logs (`payloads.count` ≤ 100 by the caller's batching).
+    func logs(_ payloads: [UnsafeRawBufferPointer], report: ClientReport?) -> Envelope {
+        build(report: report) { writer in
+            writer.raw(logHeader)
+            container(payloads, header: "{\"type\":\"log\",\"item_count\":",
+                      contentType: "application/vnd.sentry.items.log+json", into: &writer)
+        }
+    }
+
+    /// One envelope of spans of one trace.
+    func spans(_ payloads: [UnsafeRawBufferPointer], trace: TraceID, report: ClientReport?) -> Envelope {
+        build(report: report) { writer in
+            writer.raw(spanHeaderPrefix)
+            writer.traceID(trace)
+            writer.raw(spanHeaderSuffix)
             container(payloads, header: "{\"type\":\"span\",\"item_count\":",
                       contentType: "application/vnd.sentry.items.span.v2+json", into: &writer)
         }
@@ -74,17 +86,13 @@ struct EnvelopeEncoder: Sendable {
 
     /// An envelope holding only a client report.
     func clientReport(_ report: ClientReport) -> Envelope {
-        build(report: report) { writer in
-            writer.byte(0x7D)
-            writer.byte(0x0A)
-        }
+        build(report: report) { $0.raw(logHeader) }
     }
 
-    /// Writes the header prefix, lets `body` finish the header line and add items, then appends the report.
+    /// Lets `body` write the header line and items, then appends the report.
     private func build(report: ClientReport?, _ body: (inout JSONWriter) -> Void) -> Envelope {
         let buffer = ByteBuffer(capacity: 4096)
         var writer = JSONWriter(appendingTo: buffer)
-        writer.raw(envelopeHeaderPrefix)
         body(&writer)
         if let report { clientReportItem(report, into: &writer) }
         writer.finish()

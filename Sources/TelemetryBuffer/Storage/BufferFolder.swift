@@ -72,6 +72,15 @@ final class BufferFolder: @unchecked Sendable {
         }.sorted { $0.index < $1.index }
     }
 
+    /// Names for `count` new detected-termination files, numbered after any already there.
+    func terminationNames(_ count: Int) -> [String] {
+        let taken = names().compactMap { name in
+            name.hasPrefix(Self.terminationPrefix) ? Int(name.dropFirst(Self.terminationPrefix.count)) : nil
+        }
+        let first = (taken.max() ?? -1) + 1
+        return (first..<first + count).map { Self.terminationPrefix + String($0) }
+    }
+
     /// Indices for `count` new staged envelopes, as a publication marker in state `publishing`.
     func reserve(_ count: Int) -> RecordFraming.Publication {
         if nextEnvelope + UInt64(count) > UInt64(UInt32.max) { nextEnvelope = 0 }

@@ -132,4 +132,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     var isEmpty: Bool { regions.isEmpty }
+
+    /// Both lists, verbatim: the mapped files survive a crash anyway; the copies guard against losing
+    /// them, and recovery deduplicates the two by item ID.
+    var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { (lists, false) }
 }

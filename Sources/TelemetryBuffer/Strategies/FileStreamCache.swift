@@ -201,4 +201,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     }
 
     var isEmpty: Bool { lock.withLock { !pending && cache.recordBytes == 0 } }
+
+    /// Every item is in `cache` when `add` returns: nothing is left for a crash handler.
+    var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { nil }
 }

@@ -43,4 +43,7 @@ final class FlushAll: BufferStrategy {
     }
 
     var isEmpty: Bool { regions.isEmpty }
+
+    /// Both regions, written as envelopes: a crash during a forward may send that batch twice.
+    var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { (regions.all, true) }
 }

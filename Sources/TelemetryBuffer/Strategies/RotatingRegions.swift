@@ -108,6 +108,9 @@ final class RotatingRegions: @unchecked Sendable {
         }
     }
 
+    /// Both regions, for the crash handler, which reads them lock-free up to their committed lengths.
+    var all: [RecordRegion] { regions }
+
     /// The region callers append to now.
     var activeIndex: Int { lock.withLock { active } }
 

@@ -1,0 +1,107 @@
+import CTelemetrySignals
+import Foundation
+
+/// What the crash handler saves for one buffer, and where.
+struct CrashPlan {
+    enum Output {
+        /// Each region verbatim, as `detected-termination-x` files that start-up recovery reads.
+        case regionFiles(names: [String])
+        /// The regions' records as complete envelopes.
+        case envelopes(EnvelopeEncoder, maxLogs: Int, maxSpans: Int)
+    }
+
+    var regions: [RecordRegion]
+    var directory: String
+    var output: Output
+}
+
+/// One buffer's entry in the process-wide crash handler (the C target `CTelemetrySignals`).
+///
+/// Everything the handler needs is prepared here, in advance: an open folder descriptor, the regions'
+/// addresses and sizes, file names and envelope header lines in memory that lives until `unregister`.
+/// The handler is installed while at least one registration lives; when the last one goes, the previous
+/// signal actions are restored exactly.
+final class CrashRegistration: @unchecked Sendable {
+    private static let live = Locked(0)
+    private let slot: Int32
+    private let directoryFD: Int32
+    private let memory: [UnsafeMutableRawPointer]
+    private let regions: [RecordRegion]  // kept alive while the handler may read them
+    private let registered = Locked(true)
+
+    /// Registers `plan` and installs the handler if needed; throws if the folder cannot be opened or all
+    /// slots are taken.
+    init(_ plan: CrashPlan, handleSIGTERM: Bool) throws {
+        directoryFD = try FileSystem.openDirectory(URL(fileURLWithPath: plan.directory, isDirectory: true))
+        regions = plan.regions
+        var memory: [UnsafeMutableRawPointer] = []
+        func copy(_ bytes: [UInt8]) -> (UnsafePointer<CChar>, Int) {
+            let pointer = UnsafeMutableRawPointer.allocate(byteCount: bytes.count + 1, alignment: 1)
+            bytes.withUnsafeBytes { pointer.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+            pointer.storeBytes(of: 0, toByteOffset: bytes.count, as: UInt8.self)
+            memory.append(pointer)
+            return (UnsafePointer(pointer.assumingMemoryBound(to: CChar.self)), bytes.count)
+        }
+
+        var target = tb_crash_target()
+        target.directory_fd = directoryFD
+        let region = { (index: Int) -> (UnsafePointer<UInt8>?, Int) in
+            guard index < plan.regions.count else { return (nil, 0) }
+            let region = plan.regions[index]
+            return (UnsafePointer(region.base.assumingMemoryBound(to: UInt8.self)), RecordFraming.headerSize + region.recordCapacity)
+        }
+        (target.regions.0, target.region_sizes.0) = region(0)
+        (target.regions.1, target.region_sizes.1) = region(1)
+        switch plan.output {
+        case .regionFiles(let names):
+            target.mode = TB_CRASH_WRITE_REGIONS
+            let pointers = names.prefix(2).map { copy(Array($0.utf8)).0 }
+            target.names.0 = pointers.first
+            target.names.1 = pointers.count > 1 ? pointers[1] : nil
+        case .envelopes(let encoder, let maxLogs, let maxSpans):
+            target.mode = TB_CRASH_WRITE_ENVELOPES
+            (target.log_header, target.log_header_length) = copy(encoder.logHeader)
+            (target.span_header_prefix, target.span_header_prefix_length) = copy(encoder.spanHeaderPrefix)
+            (target.span_header_suffix, target.span_header_suffix_length) = copy(encoder.spanHeaderSuffix)
+            target.max_logs = Int32(maxLogs)
+            target.max_spans = Int32(maxSpans)
+        }
+        self.memory = memory
+
+        let signals = TB_CRASH_SIGNALS_FATAL | (handleSIGTERM ? TB_CRASH_SIGNALS_TERM : 0)
+        let slot: Int32 = Self.live.withLock { live in
+            let slot = tb_crash_register(&target)
+            guard slot >= 0 else { return slot }
+            let status = tb_crash_install(signals)
+            if status != 0 {
+                tb_crash_unregister(slot)
+                return -status - 1
+            }
+            live += 1
+            return slot
+        }
+        guard slot >= 0 else {
+            memory.forEach { $0.deallocate() }
+            FileSystem.closeDescriptor(directoryFD)
+            if slot == -1 { throw TelemetryBufferError.crashHandlerUnavailable(reason: "all \(TB_CRASH_MAX_TARGETS) slots are taken") }
+            throw TelemetryBufferError.crashHandlerUnavailable(reason: "sigaction failed: \(FileSystem.errnoText(-slot - 1))")
+        }
+        self.slot = slot
+    }
+
+    /// Removes the entry; the last one restores the previous signal actions. Later calls do nothing.
+    func unregister() {
+        guard registered.withLock({ value in defer { value = false }; return value }) else { return }
+        Self.live.withLock { live in
+            tb_crash_unregister(slot)
+            live -= 1
+            if live == 0 { tb_crash_uninstall() }
+        }
+    }
+
+    deinit {
+        unregister()
+        memory.forEach { $0.deallocate() }
+        FileSystem.closeDescriptor(directoryFD)
+    }
+}

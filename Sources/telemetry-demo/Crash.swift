@@ -1,0 +1,112 @@
+import Foundation
+import TelemetryBuffer
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// `crash`: adds N items like `stress` (printing `ack <seq>`), then dies the way `--kind` says.
+enum Crash {
+    static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "kill", "term"]
+
+    static func run(_ arguments: Arguments) throws {
+        let kind = try arguments.required("kind")
+        guard kinds.contains(kind) else { throw DemoError("unknown kind '\(kind)'; use one of \(kinds.joined(separator: "|"))") }
+        let directory = URL(fileURLWithPath: arguments.string("dir")
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("telemetry-demo-crash-\(getpid())").path)
+        if arguments.flag("previous-handler") { installPreviousHandler() }
+        var options = try options(arguments, directory: directory)
+        options.handleSIGTERM = arguments.flag("sigterm")
+        var buffers = [try TelemetryBuffer(options: options)]
+        if let second = arguments.string("second-dsn") {
+            options.dsn = second
+            buffers.append(try TelemetryBuffer(options: options))
+        }
+        let count = try arguments.integer("after", default: 100)
+        let trace = TraceID.random()
+        for seq in 0..<count {
+            var held = true
+            for buffer in buffers {
+                held = buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace)) && held
+                if arguments.flag("spans") {
+                    let now = Date()
+                    held = buffer.add(span: Span(traceID: trace, spanID: .random(), name: "item \(seq)", isSegment: false,
+                                                 startTimestamp: now, endTimestamp: now)) && held
+                }
+            }
+            FileHandle.standardOutput.write(Data((held ? "ack \(seq)\n" : "drop \(seq)\n").utf8))
+        }
+        FileHandle.standardError.write(Data("telemetry-demo: crashing (\(kind)), buffer folder \(directory.path)\n".utf8))
+        die(kind)
+        withExtendedLifetime(buffers) {}
+    }
+
+    /// A value the optimizer cannot see through (always 0).
+    private static let zero = Int(getpid()) < 0 ? 1 : 0
+
+    private static func die(_ kind: String) {
+        switch kind {
+        case "segv": nullDereference()
+        case "abort": abort()
+        case "fatal": fatalError("telemetry-demo: fatalError, as asked")
+        case "unwrap":
+            let missing: Int? = zero == 0 ? nil : 1
+            print(missing!)
+        case "overflow":
+            var value = Int.max - zero
+            value += 1
+            print(value)
+        case "index":
+            let values = [1, 2, 3]
+            print(values[3 + zero])
+        case "stack": print(recurse(0))
+        case "thread":
+            Thread { nullDereference() }.start()
+            while true { sleep(1) }
+        case "bus": busError()
+        case "kill": kill(getpid(), SIGKILL)
+        case "term": kill(getpid(), SIGTERM)
+        default: break
+        }
+        sleep(5)  // a signal sent to ourselves is delivered before this ends
+    }
+
+    private static func nullDereference() {
+        UnsafeMutablePointer<Int>(bitPattern: 8 + zero)!.pointee = 42
+    }
+
+    /// Unbounded recursion on the calling (main) thread: a stack overflow.
+    @inline(never)
+    private static func recurse(_ depth: Int) -> Int {
+        var frame = (depth, depth, depth, depth, depth, depth, depth, depth)
+        withUnsafeMutableBytes(of: &frame) { $0[0] = UInt8(truncatingIfNeeded: depth) }
+        return recurse(depth + 1) + frame.0
+    }
+
+    /// Touches a mapped page past the end of its file.
+    private static func busError() {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("telemetry-demo-bus-\(getpid())").path
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        unlink(path)
+        guard fd >= 0, let page = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), page != MAP_FAILED else {
+            return FileHandle.standardError.write(Data("telemetry-demo: cannot map a file for SIGBUS\n".utf8))
+        }
+        page.storeBytes(of: 1, as: UInt8.self)
+    }
+
+    /// A plain handler installed before the buffer's, as another crash reporter would: it says it ran,
+    /// then lets the signal kill the process.
+    private static func installPreviousHandler() {
+        for number in [SIGSEGV, SIGABRT, SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGTERM] {
+            _ = signal(number) { received in
+                let message = "previous handler called\n"
+                _ = message.withCString { write(2, $0, strlen($0)) }
+                _ = signal(received, SIG_DFL)
+                raise(received)
+            }
+        }
+    }
+}

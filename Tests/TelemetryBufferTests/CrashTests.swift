@@ -1,0 +1,144 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// Real child processes (`telemetry-demo crash`) die in each way a process dies; a new process recovers.
+final class CrashTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private func dsnFolder(_ dsn: String = demoDefaultDSN) -> URL { directory.url.appendingPathComponent(SHA1.hex(dsn.utf8)) }
+
+    /// 60 items: below every batch limit, so the first list holds them all when the process dies.
+    private func crash(_ kind: String, strategy: Options.Strategy = .doubleRotatingBuffer, after: Int = 60,
+                       _ extra: [String] = []) throws -> Demo.Run {
+        try Demo.run(["crash", "--kind", kind, "--dir", directory.url.path, "--strategy", strategy.rawValue,
+                      "--after", String(after), "--spans", "--max-envelopes", "100000"] + extra)
+    }
+
+    /// Recovers in a new process and checks every acknowledged log and span arrived exactly once.
+    private func assertRecoveredExactlyOnce(_ run: Demo.Run, count: Int, dsn: String = demoDefaultDSN, _ label: String,
+                                            file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertEqual(run.lines, (0..<count).map { "ack \($0)" }, "\(label): every add acknowledged", file: file, line: line)
+        let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--dsn", dsn, "--max-envelopes", "100000"])
+        XCTAssertEqual(recovery.status, 0, recovery.errors, file: file, line: line)
+        let envelopes = dsnFolder(dsn).appendingPathComponent("envelopes")
+        let expected = (0..<count).map { "item \($0)" }
+        XCTAssertEqual(try logBodies(in: envelopes).sorted(), expected.sorted(), "\(label): logs", file: file, line: line)
+        let spans = try walkEnvelopes(in: envelopes).flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
+        XCTAssertEqual(spans.compactMap { $0["name"] as? String }.sorted(), expected.sorted(), "\(label): spans", file: file, line: line)
+    }
+
+    private func terminationFiles(_ dsn: String = demoDefaultDSN) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dsnFolder(dsn).appendingPathComponent("telemetry-buffer").path)) ?? [])
+            .filter { $0.hasPrefix("detected-termination-") }
+    }
+
+    func testEveryKindOfCrashKeepsEveryAcknowledgedItemAndDiesOfItsOwnSignal() throws {
+        // Swift traps (fatalError, a nil unwrap, an index out of range, an overflow) are SIGILL on x86_64 and SIGTRAP on arm64.
+        let trap: Set<Int32> = [-SIGILL, -SIGTRAP]
+        let kinds: [(kind: String, signals: Set<Int32>, detected: Bool)] = [
+            ("segv", [-SIGSEGV], true), ("abort", [-SIGABRT], true), ("fatal", trap, true), ("unwrap", trap, true),
+            ("index", trap, true), ("overflow", trap, true), ("stack", [-SIGSEGV], true), ("thread", [-SIGSEGV], true),
+            ("bus", [-SIGBUS], true), ("kill", [-SIGKILL], false),
+        ]
+        for (kind, signals, detected) in kinds {
+            let folder = try TemporaryDirectory()
+            directory = folder
+            defer { folder.remove() }
+            let run = try crash(kind)
+            XCTAssertTrue(signals.contains(run.status), "\(kind): died with status \(run.status)")
+            XCTAssertEqual(terminationFiles(), detected ? ["detected-termination-0"] : [], kind)
+            try assertRecoveredExactlyOnce(run, count: 60, kind)
+        }
+    }
+
+    func testFlushAllWritesItsItemsAsEnvelopesTheOfficialParserAccepts() throws {
+        for kind in ["segv", "abort", "fatal"] {
+            let folder = try TemporaryDirectory()
+            directory = folder
+            defer { folder.remove() }
+            // 60 items: fewer than a batch, so no forward is under way when the process dies.
+            let run = try crash(kind, strategy: .flushAll, after: 60)
+            XCTAssertNotEqual(run.status, 0, kind)
+            let envelopes = dsnFolder().appendingPathComponent("envelopes")
+            let written = try walkEnvelopes(in: envelopes)
+            XCTAssertEqual(written.map(\.items.count), [1, 1], "\(kind): one log envelope, one span envelope (one trace)")
+            XCTAssertEqual(try parseWithSentrySDK(envelopes).count, 2, kind)
+            try assertRecoveredExactlyOnce(run, count: 60, kind)
+        }
+    }
+
+    func testAHandlerInstalledBeforeTheBufferIsStillCalled() throws {
+        let run = try crash("segv", ["--previous-handler"])
+        XCTAssertEqual(run.status, -SIGSEGV)
+        XCTAssertTrue(run.errors.contains("previous handler called"), run.errors)
+        XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
+        try assertRecoveredExactlyOnce(run, count: 60, "previous handler")
+    }
+
+    func testTheSwiftRuntimeBacktraceStillAppears() throws {
+        let run = try crash("segv")
+        XCTAssertEqual(run.status, -SIGSEGV)
+        XCTAssertTrue(run.errors.contains("Program crashed: Bad pointer dereference"), run.errors)
+        XCTAssertTrue(run.errors.contains("crashed:"), "the crashed thread's frames: \(run.errors)")
+    }
+
+    func testTwoBuffersForTwoDSNsBothSaveTheirItems() throws {
+        let second = "https://k2@o1.ingest.example.com/2"
+        let run = try crash("abort", ["--second-dsn", second])
+        XCTAssertEqual(run.status, -SIGABRT)
+        XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
+        XCTAssertEqual(terminationFiles(second), ["detected-termination-0"])
+        try assertRecoveredExactlyOnce(run, count: 60, "first DSN")
+        try assertRecoveredExactlyOnce(run, count: 60, dsn: second, "second DSN")
+    }
+
+    func testSIGTERMIsDetectedOnlyWhenAskedAndStillEndsTheProcess() throws {
+        let asked = try crash("term", ["--sigterm"])
+        XCTAssertEqual(asked.status, -SIGTERM)
+        XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
+        try assertRecoveredExactlyOnce(asked, count: 60, "SIGTERM detected")
+
+        let folder = try TemporaryDirectory()
+        directory = folder
+        defer { folder.remove() }
+        let unasked = try crash("term")
+        XCTAssertEqual(unasked.status, -SIGTERM)
+        XCTAssertEqual(terminationFiles(), [], "not a detected termination by default")
+        try assertRecoveredExactlyOnce(unasked, count: 60, "SIGTERM not detected: the mapped list still has everything")
+    }
+
+    #if os(Linux)
+    /// The handler is installed while a buffer lives and the previous actions come back exactly.
+    func testClosingTheLastBufferRestoresThePreviousActionsExactly() throws {
+        func action(_ signal: Int32) -> (handler: UInt, flags: Int32) {
+            var current = sigaction()
+            sigaction(signal, nil, &current)
+            // glibc adds SA_RESTORER (0x04000000, kernel plumbing) to every action it installs.
+            return (unsafeBitCast(current.__sigaction_handler, to: UInt.self), current.sa_flags & ~0x0400_0000)
+        }
+        let signals = [SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS, SIGTERM]
+        let before = signals.map(action)
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        let during = signals.map(action)
+        for (index, signal) in signals.enumerated() where signal != SIGTERM {
+            XCTAssertNotEqual(during[index].handler, before[index].handler, "signal \(signal) is handled")
+        }
+        XCTAssertEqual(during.last?.handler, before.last?.handler, "SIGTERM only when asked")
+        let other = try TelemetryBuffer(options: testOptions(directory) { $0.dsn = testDSN + "0" })
+        buffer.close()
+        XCTAssertEqual(signals.map(action).map(\.handler), during.map(\.handler), "still installed for the other buffer")
+        other.close()
+        let after = signals.map(action)
+        XCTAssertEqual(after.map(\.handler), before.map(\.handler))
+        XCTAssertEqual(after.map(\.flags), before.map(\.flags))
+
+        let quiet = try TelemetryBuffer(options: testOptions(directory) { $0.crashDetection = false })
+        XCTAssertEqual(signals.map(action).map(\.handler), before.map(\.handler), "crashDetection = false installs nothing")
+        quiet.close()
+    }
+    #endif
+}
