@@ -45,6 +45,67 @@ enum Tour {
         for envelope in envelopes { print("  " + envelope.summary) }
         buffer.close()
         print("\nclose() returned; adds are now rejected: add → \(buffer.add(log: Log(level: .info, body: "late", traceID: trace)))")
-        print("inspect it with: swift run telemetry-demo inspect --dir \(folder.path)")
+        try crashAndRecover(in: folder.appendingPathComponent("crash"))
+        print("\ninspect it with: swift run telemetry-demo inspect --dir \(folder.path)")
+    }
+
+    /// Runs this program as a child that adds items and crashes, then recovers them here, printing what
+    /// was where at each moment.
+    static func crashAndRecover(in folder: URL) throws {
+        print("\nCrash and recovery (DoubleRotatingBuffer): a child process adds 20 logs and 20 spans, then dereferences nil.\n")
+        let start = Date()
+        func elapsed() -> String { String(format: "%6.0f ms", Date().timeIntervalSince(start) * 1000) }
+        var rows: [[String]] = []
+        let started = elapsed()
+
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.arguments = ["crash", "--kind", "segv", "--dir", folder.path, "--after", "20", "--spans"]
+        let output = Pipe(), errors = Pipe()
+        child.standardOutput = output
+        child.standardError = errors
+        try child.run()
+        let acks = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n").filter { $0.hasPrefix("ack ") }.count
+        let backtrace = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        child.waitUntilExit()
+        let bufferFolder = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+            .filter { $0.count == 40 }.map { folder.appendingPathComponent($0).appendingPathComponent("telemetry-buffer") }.first
+        rows.append([started, "child starts; add × \(acks * 2) return (ack 0…\(acks - 1))", "\(acks * 2) items",
+                     "crash-safe-list-1 (mapped)", "yes: in the page cache"])
+        let signal = child.terminationReason == .uncaughtSignal ? "signal \(child.terminationStatus)" : "exit \(child.terminationStatus)"
+        let crashedLines = backtrace.split(separator: "\n").count
+        rows.append([elapsed(), "child: null dereference → handler → chained → died (\(signal))", "gone",
+                     files(in: bufferFolder), "yes"])
+        rows.append(["", "  (the Swift runtime's backtrace still printed: \(crashedLines) lines)", "", "", ""])
+
+        var options = Options(dsn: demoDSN)
+        options.cacheDirectory = folder
+        let buffer = try TelemetryBuffer(options: options)
+        let found = buffer.recovery
+        rows.append([elapsed(), "this process opens the buffer: start-up recovery", "",
+                     "\(found.items) items, \(found.duplicates) duplicate copies skipped", "yes"])
+        buffer.close()
+        let envelopes = try StoredEnvelope.list(in: buffer.envelopesDirectory)
+        let logs = envelopes.reduce(0) { $0 + $1.count(of: "log") }, spans = envelopes.reduce(0) { $0 + $1.count(of: "span") }
+        rows.append([elapsed(), "envelopes/ after recovery", "", "\(envelopes.count) envelopes: \(logs) logs, \(spans) spans",
+                     logs == acks && spans == acks ? "all \(acks * 2) delivered once" : "MISMATCH"])
+        printTable(["time", "event", "memory", "disk", "safe?"], rows)
+    }
+
+    private static func files(in folder: URL?) -> String {
+        guard let folder, let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return "?" }
+        return names.filter { $0.hasPrefix("crash-safe-list") || $0.hasPrefix("detected-termination") }.sorted()
+            .joined(separator: ", ")
+    }
+
+    private static func printTable(_ header: [String], _ rows: [[String]]) {
+        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+        func line(_ cells: [String]) -> String {
+            zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: " │ ")
+        }
+        print(line(header))
+        print(widths.map { String(repeating: "─", count: $0) }.joined(separator: "─┼─"))
+        rows.forEach { print(line($0)) }
     }
 }

@@ -83,6 +83,8 @@ final class DemoTests: XCTestCase {
         XCTAssertEqual(tour.status, 0, tour.errors)
         XCTAssertTrue(tour.output.contains("span ×2"), tour.output)
         XCTAssertTrue(tour.output.contains("add → false"), tour.output)
+        XCTAssertTrue(tour.output.contains("died (signal \(SIGSEGV))"), tour.output)
+        XCTAssertTrue(tour.output.contains("all 40 delivered once"), tour.output)
     }
 }
 
