@@ -54,7 +54,8 @@ final class KillTests: XCTestCase {
     /// A kill at each step of start-up recovery, then a second recovery.
     func testKillsAtEveryStepOfRecovery() throws {
         for strategy in Self.crashSafe {
-            for step in [Failpoint.recoveryWritten, .recoveryRemoved, .recoveryStaged] {
+            // Recovery publishes `recovered` with the same steps as a flush.
+            for step in [Failpoint.recoveryWritten, .recoveryRemoved, .publishMarked, .publishStaged, .publishCaptured] {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
                 // Leave work for recovery: die in the middle of a publication.

@@ -13,7 +13,6 @@ import Musl
 /// allocated on disk at creation, so a full disk fails here with an error and never later as SIGBUS
 /// when a page is first touched.
 final class MappedFile {
-    let path: String
     let base: UnsafeMutableRawPointer
     let size: Int
 
@@ -27,7 +26,6 @@ final class MappedFile {
         guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0),
               mapping != MAP_FAILED
         else { throw FileSystem.error("mmap", path) }
-        self.path = path
         self.base = mapping
         self.size = size
     }

@@ -97,24 +97,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
 
     /// Stages the list's envelopes under its publication marker, then empties its IO cache.
     private func publish(list index: Int, records: UnsafeRawBufferPointer) throws {
-        let batches = batcher.batches(records)
-        if !batches.isEmpty {
-            var marker = folder.reserve(batches.count)
-            lists[index].mark(marker)
-            Failpoint.publishMarked.hit()
-            do {
-                try folder.stage(batches.map(\.envelope), as: marker)
-            } catch {
-                folder.removeStaged(marker)
-                lists[index].mark(.idle)
-                batches.compactMap(\.report).forEach(batcher.reports.restore)
-                throw error
-            }
-            Failpoint.publishStaged.hit()
-            marker.state = .captured
-            lists[index].mark(marker)
-            Failpoint.publishCaptured.hit()
-        }
+        try batcher.stage(batcher.batches(records), in: folder) { lists[index].mark($0) }
         try io.sync { try caches[index].reset() }
     }
 

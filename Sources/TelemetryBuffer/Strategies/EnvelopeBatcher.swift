@@ -58,6 +58,30 @@ struct EnvelopeBatcher: Sendable {
         return batches
     }
 
+    /// Stages batches exactly once for the buffer file `mark` writes the publication marker of: the
+    /// marker goes `publishing` with the reserved `envelope-x` range, the envelopes are staged, the
+    /// marker goes `captured`. If staging fails, the staged envelopes are removed, the marker is cleared
+    /// and the reports are put back before the error is rethrown.
+    func stage(_ batches: [Batch], in folder: BufferFolder,
+               marking mark: (RecordFraming.Publication) throws -> Void) throws {
+        guard !batches.isEmpty else { return }
+        var marker = folder.reserve(batches.count)
+        try mark(marker)
+        Failpoint.publishMarked.hit()
+        do {
+            try folder.stage(batches.map(\.envelope), as: marker)
+        } catch {
+            folder.removeStaged(marker)
+            try? mark(.idle)
+            batches.compactMap(\.report).forEach(reports.restore)
+            throw error
+        }
+        Failpoint.publishStaged.hit()
+        marker.state = .captured
+        try mark(marker)
+        Failpoint.publishCaptured.hit()
+    }
+
     /// Counts the items of batches that could not be stored, and puts their report back.
     func dropped(_ batches: some Sequence<Batch>, error: any Error) {
         for batch in batches {

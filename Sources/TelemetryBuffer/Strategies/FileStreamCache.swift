@@ -169,23 +169,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func publishFlushing() throws {
         let name = BufferFolder.streamFlushing
         guard let file = FramedFile(folder: folder.path, name: name) else { return }
-        let batches = file.withRecords { batcher.batches($0) }
-        if !batches.isEmpty {
-            var marker = folder.reserve(batches.count)
-            try FramedFile.mark(marker, name: name, in: folder)
-            Failpoint.publishMarked.hit()
-            do {
-                try folder.stage(batches.map(\.envelope), as: marker)
-            } catch {
-                folder.removeStaged(marker)
-                try? FramedFile.mark(.idle, name: name, in: folder)
-                batches.compactMap(\.report).forEach(batcher.reports.restore)
-                throw error
-            }
-            Failpoint.publishStaged.hit()
-            marker.state = .captured
-            try FramedFile.mark(marker, name: name, in: folder)
-            Failpoint.publishCaptured.hit()
+        try batcher.stage(file.withRecords { batcher.batches($0) }, in: folder) {
+            try FramedFile.mark($0, name: name, in: folder)
         }
         folder.remove(name)
         folder.sync()

@@ -86,19 +86,9 @@ enum Recovery {
     /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.
     private static func publishRecovered(folder: BufferFolder, batcher: EnvelopeBatcher) throws {
         guard let file = FramedFile(folder: folder.path, name: BufferFolder.recovered) else { return }
-        let batches = file.withRecords { batcher.batches($0) }
-        var marker = folder.reserve(batches.count)
-        try FramedFile.mark(marker, name: BufferFolder.recovered, in: folder)
-        do {
-            try folder.stage(batches.map(\.envelope), as: marker)
-        } catch {
-            folder.removeStaged(marker)
-            batches.compactMap(\.report).forEach(batcher.reports.restore)
-            throw error
+        try batcher.stage(file.withRecords { batcher.batches($0) }, in: folder) {
+            try FramedFile.mark($0, name: BufferFolder.recovered, in: folder)
         }
-        Failpoint.recoveryStaged.hit()
-        marker.state = .captured
-        try FramedFile.mark(marker, name: BufferFolder.recovered, in: folder)
         folder.remove(BufferFolder.recovered)
         folder.sync()
     }

@@ -13,7 +13,7 @@ import Musl
 /// first time it reaches that step; without it, each step costs one comparison with `nil`. They are on
 /// background paths only, never in `add`.
 enum Failpoint: String, CaseIterable, Sendable {
-    /// A buffer file is marked `publishing`; no envelope is staged yet.
+    /// A buffer file (a list, `flushing`, `recovered`) is marked `publishing`; no envelope is staged yet.
     case publishMarked = "publish.marked"
     /// Its envelopes are staged; the marker still says `publishing`.
     case publishStaged = "publish.staged"
@@ -25,10 +25,9 @@ enum Failpoint: String, CaseIterable, Sendable {
     case moveOne = "move.one"
     /// Recovery wrote `recovered`; the files it came from are still there.
     case recoveryWritten = "recovery.written"
-    /// Recovery removed those files; `recovered` is not published yet.
+    /// Recovery removed those files; `recovered` is not published yet (it is published with the
+    /// `publish.*` steps).
     case recoveryRemoved = "recovery.removed"
-    /// Recovery staged the envelopes of `recovered`; its marker still says `publishing`.
-    case recoveryStaged = "recovery.staged"
 
     private static let armed = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"]
 
