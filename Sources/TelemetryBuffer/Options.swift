@@ -55,7 +55,15 @@ public struct Options: Sendable {
     /// Whether SIGTERM counts as a detected termination too (items saved, then the previous action,
     /// by default the process ends). Off by default: many apps handle SIGTERM themselves.
     public var handleSIGTERM = false
-    /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`.
+    /// Whether stored envelopes are sent to the DSN's server (with the default transport). Turn it off to
+    /// keep envelopes on disk only.
+    public var upload = true
+    /// Pacing, backoff, cool-off and timeout of the uploader.
+    public var uploadOptions = UploadOptions()
+    /// The HTTP client of the uploader; `nil` uses URLSession.
+    public var httpClient: (any HTTPClient)?
+    /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`,
+    /// which the uploader drains. Another transport takes envelopes as they are made, and no uploader runs.
     public var transport: (any Transport)?
     /// Receives the buffer's own diagnostics (drops, I/O failures). Called on the buffer's background
     /// queue or the calling thread; keep it fast.

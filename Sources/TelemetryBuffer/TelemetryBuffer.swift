@@ -34,6 +34,11 @@ public final class TelemetryBuffer: Sendable {
     private let scheduler: FlushScheduler
     private let folder: BufferFolder
     private let crash: CrashRegistration?
+    private let uploader: Uploader?
+    private let files: FileTransport?
+    private let limits = RateLimits()
+    /// Set when the server refuses this DSN for good (401, 403, 404): every later add is dropped.
+    private let refused = Locked(false)
     private let maxPayloadBytes: Int
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
@@ -109,10 +114,24 @@ public final class TelemetryBuffer: Sendable {
 
         queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
         scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, strategy: strategy)
+        files = transport as? FileTransport
+        if options.upload, let files {
+            uploader = Uploader(
+                files: files, client: options.httpClient ?? URLSessionHTTPClient(), options: options.uploadOptions,
+                dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion, limits: limits, reports: reports,
+                diagnostics: diagnostics)
+        } else {
+            uploader = nil
+        }
         queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
         LiveBuffers.register(self)
         // Items are accepted from now on; what recovery staged moves on in the background.
         queue.async { [diagnostics] in folder.moveStaged(to: transport, diagnostics: diagnostics) }
+        if let uploader {
+            uploader.onStop { [weak self] in self?.serverStopped($0) }
+            files?.onStore { [weak uploader] in uploader?.kick() }
+            uploader.kick()
+        }
     }
 
     deinit {
@@ -156,6 +175,14 @@ public final class TelemetryBuffer: Sendable {
 
     @inline(__always)
     private func submit(_ category: ItemCategory, _ payload: UnsafeRawBufferPointer, traceID: TraceID?) -> Bool {
+        guard !refused.withLock({ $0 }) else {
+            reports.recordDrop(of: category, bytes: payload.count, reason: .sendError)
+            return false
+        }
+        guard limits.allows(RateLimits.Category(category)) else {
+            reports.recordDrop(of: category, bytes: payload.count, reason: .ratelimitBackoff)
+            return false
+        }
         guard payload.count <= maxPayloadBytes else {
             reports.recordDrop(of: category, bytes: payload.count, reason: .invalid)
             diagnostics.log(.error, "dropped a \(category) of \(payload.count) bytes: larger than maxBatchBytes")
@@ -208,6 +235,44 @@ public final class TelemetryBuffer: Sendable {
             scheduler.stop()
             folder.release()
         }
+        uploader?.close()
+    }
+
+    /// The server refused the DSN for good: refuse later items; for an invalid key also drop what is stored.
+    private func serverStopped(_ reason: UploadStop) {
+        refused.withLock { $0 = true }
+        guard case .invalidKey = reason else { return }
+        queue.async { [self] in
+            strategy.close()
+            scheduler.stop()
+            for url in files?.storedEnvelopes() ?? [] {
+                files?.remove(url, countingAs: .sendError, why: "the DSN's key is invalid")
+            }
+            for name in folder.names() where Recovery.isSource(name) || name.hasPrefix(BufferFolder.envelopePrefix) {
+                folder.remove(name)
+            }
+        }
+    }
+
+    /// A snapshot of the queue: stored envelopes by kind, the oldest one's age, buffered items, every
+    /// drop since start by reason and category, and the upload state.
+    public func stats() -> QueueStats {
+        var stored: [String: QueueStats.Stored] = [:]
+        var oldest: Date?
+        for url in files?.storedEnvelopes() ?? [] {
+            guard let data = FileManager.default.contents(atPath: url.path) else { continue }
+            oldest = oldest ?? FileTransport.creationDate(ofName: url.lastPathComponent)
+            guard let envelope = try? EnvelopeReader(Array(data)) else { continue }
+            let kind = envelope.items.first { $0.type != "client_report" }?.type ?? envelope.items.first?.type ?? "empty"
+            stored[kind, default: .init()].envelopes += 1
+            stored[kind, default: .init()].bytes += data.count
+            stored[kind, default: .init()].items += envelope.items.filter { $0.type == kind }.reduce(0) { $0 + ($1.itemCount ?? 1) }
+        }
+        let drops = (reports.totals()?.entries ?? []).reduce(into: [String: Int]()) {
+            $0["\($1.reason.rawValue)/\($1.category.rawValue)"] = $1.quantity
+        }
+        return QueueStats(stored: stored, oldestEnvelopeAge: oldest.map { Date().timeIntervalSince($0) },
+                          bufferedItems: strategy.bufferedItems, drops: drops, upload: uploader?.state ?? .disabled)
     }
 
     /// Call when the app moves to the background: forwards everything and stops the timer, without

@@ -8,6 +8,7 @@ enum Tour {
             .appendingPathComponent("telemetry-demo-\(UInt32.random(in: .min ... .max))")
         var options = Options(dsn: demoDSN)
         options.cacheDirectory = folder
+        options.upload = false  // the demo DSN is not a real project
         options.environment = "demo"
         options.release = "telemetry-demo@\(TelemetryBuffer.version)"
         options.maxLogsPerBatch = 20
@@ -81,6 +82,7 @@ enum Tour {
 
         var options = Options(dsn: demoDSN)
         options.cacheDirectory = folder
+        options.upload = false  // the demo DSN is not a real project
         let buffer = try TelemetryBuffer(options: options)
         let found = buffer.recovery
         rows.append([elapsed(), "this process opens the buffer: start-up recovery", "",

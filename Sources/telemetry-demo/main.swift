@@ -7,6 +7,8 @@ let demoDSN = "https://a1b2c3d4e5f60718293a4b5c6d7e8f90@o7.ingest.us.sentry.io/4
 func options(_ arguments: Arguments, directory: URL) throws -> Options {
     var options = Options(dsn: arguments.string("dsn") ?? demoDSN)
     options.cacheDirectory = directory
+    // Only the upload command sends anything; the demo DSN's host is not a real project.
+    options.upload = arguments.command == "upload"
     options.strategy = try arguments.strategy()
     options.maxCachedEnvelopes = try arguments.integer("max-envelopes", default: options.maxCachedEnvelopes)
     options.environment = "demo"

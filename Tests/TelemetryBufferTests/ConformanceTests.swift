@@ -2,8 +2,9 @@ import Foundation
 import XCTest
 @testable import TelemetryBuffer
 
-/// Every kind of envelope the library writes is parsed by the official Sentry Python SDK
-/// (`sentry_sdk.envelope.Envelope.deserialize_from`, sentry-sdk 2.75.0) and by the strict byte walk.
+/// Every kind of envelope the library writes, stored and as sent (with `sent_at` and a client report), is
+/// parsed by the official Sentry Python SDK (`sentry_sdk.envelope.Envelope.deserialize_from`, sentry-sdk
+/// 2.75.0) and by the strict byte walk.
 /// Without sentry-sdk the test skips locally and fails when `CI=true`.
 final class ConformanceTests: XCTestCase {
     private var directory: TemporaryDirectory!
@@ -19,7 +20,7 @@ final class ConformanceTests: XCTestCase {
             $0.environment = "conformance"
             $0.release = "r@1"
         })
-        // A drop that rides as a client report in the next envelope.
+        // A drop, so that the sent forms carry a client report.
         buffer.add(log: .test(String(repeating: "x", count: 9000)))
         let tricky = "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} unicode Grüße 🚀 \u{2028}"
         for index in 0..<20 {
@@ -35,23 +36,27 @@ final class ConformanceTests: XCTestCase {
                 buffer.add(span: .test("span \(trace).\(index) \(tricky)", trace: TraceID(high: UInt64(trace), low: 7)))
             }
         }
-        buffer.flush()
-        // And a client report on its own.
-        buffer.add(log: .test(String(repeating: "y", count: 9000)))
+        let report = try XCTUnwrap(buffer.pendingDiscards)
         buffer.close()
 
-        let summaries = try parseWithSentrySDK(buffer.envelopesDirectory)
-        let walked = try walkEnvelopes(in: buffer.envelopesDirectory)
-        let discards = walked.reduce(into: [String: Int]()) { $0.merge($1.discards, uniquingKeysWith: +) }
-        XCTAssertEqual(discards.filter { $0.key.hasSuffix("_item") || $0.key.hasSuffix("span") }, ["invalid/log_item": 2])
-        XCTAssertEqual(walked.flatMap(\.elements).count, 20 + 18)
-        XCTAssertEqual(summaries.count, walked.count)
-        XCTAssertEqual(Set(walked.flatMap { $0.items.map(\.type) }), ["log", "span", "client_report"])
-        XCTAssertTrue(walked.contains { $0.items.map(\.type) == ["client_report"] })
-        XCTAssertTrue(walked.contains { $0.items.map(\.type) == ["log", "client_report"] })
-        for envelope in walked {
-            let summary = try XCTUnwrap(summaries.first { $0.key.hasSuffix(envelope.name) }?.value)
-            try assertAgree(summary, envelope)
+        // The wire forms the uploader sends: `sent_at` in the header, the client report as one more item.
+        let wire = directory.url.appendingPathComponent("wire")
+        try FileManager.default.createDirectory(at: wire, withIntermediateDirectories: true)
+        for envelope in try walkEnvelopes(in: buffer.envelopesDirectory) {
+            try Data(Uploader.body(envelope.bytes, sentAt: Date(), report: report)).write(to: wire.appendingPathComponent(envelope.name))
+        }
+        let stored = try walkEnvelopes(in: buffer.envelopesDirectory), sent = try walkEnvelopes(in: wire)
+        XCTAssertEqual(stored.flatMap(\.elements).count, 20 + 18)
+        XCTAssertEqual(Set(stored.flatMap { $0.items.map(\.type) }), ["log", "span"])
+        XCTAssertTrue(sent.allSatisfy { $0.items.last?.type == "client_report" && $0.discards["invalid/log_item"] == 1 })
+        XCTAssertTrue(sent.allSatisfy { $0.header["sent_at"] is String })
+        let summaries = try parseWithSentrySDK(buffer.envelopesDirectory, wire)
+        XCTAssertEqual(summaries.count, stored.count + sent.count)
+        for (folder, envelopes) in [(buffer.envelopesDirectory, stored), (wire, sent)] {
+            for envelope in envelopes {
+                let summary = try XCTUnwrap(summaries[folder.appendingPathComponent(envelope.name).path])
+                try assertAgree(summary, envelope)
+            }
         }
     }
 

@@ -61,6 +61,7 @@ final class DemoTests: XCTestCase {
     func testASecondProcessOnTheSameFolderFailsClearly() throws {
         var options = Options(dsn: demoDefaultDSN)
         options.cacheDirectory = directory.url
+        options.upload = false
         let holder = try TelemetryBuffer(options: options)
         let run = try Demo.run(["stress", "--dir", directory.url.path, "--count", "1"])
         XCTAssertEqual(run.status, 1)

@@ -44,6 +44,12 @@ final class EnvelopeEncoderTests: XCTestCase {
             .joined(separator: "\n") + "\n"
         XCTAssertEqual(String(decoding: files[0].bytes, as: UTF8.self), expected)
         XCTAssertNil(files[0].header["trace"], "log envelopes carry no sampling context")
+        // On the wire: the same bytes with `sent_at` added to the header once, as in the spec's wire form.
+        let sentAt = try XCTUnwrap(ISO8601DateFormatter().date(from: "2026-01-01T10:00:05Z"))
+        let wire = Uploader.body(files[0].bytes, sentAt: sentAt, report: nil)
+        XCTAssertEqual(String(decoding: wire, as: UTF8.self),
+                       [SpecExamples.logHeaderWire, SpecExamples.logItemHeader, SpecExamples.logPayload].joined(separator: "\n") + "\n")
+        XCTAssertEqual(wire.count, 1208, "the spec's size")
     }
 
     func testSpanEnvelopeMatchesTheSpecExample() throws {
@@ -84,18 +90,16 @@ final class EnvelopeEncoderTests: XCTestCase {
                                  "sample_rate": "1.0", "sampled": "true", "org_id": "7"])
     }
 
-    func testClientReportItemMatchesTheSpecExample() throws {
-        let encoder = EnvelopeEncoder(
-            dsn: try DSN(testDSN), sdkName: "sentry.cocoa.example", sdkVersion: "1.2.0",
-            sampling: .init(publicKey: "k", sampleRate: 1, release: nil, environment: nil, organizationID: nil))
+    func testTheClientReportRidesAsTheSpecExampleItem() throws {
         let report = ClientReport(timestamp: Date(timeIntervalSince1970: 1_767_261_605), entries: [
             .init(reason: .bufferOverflow, category: .logItem, quantity: 3),
             .init(reason: .bufferOverflow, category: .logByte, quantity: 1290),
         ])
-        let text = String(decoding: encoder.clientReport(report).bytes, as: UTF8.self)
-        let expectedHeader = #"{"dsn":"\#(testDSN)","sdk":{"name":"sentry.cocoa.example","version":"1.2.0"}}"#
-        XCTAssertEqual(text, [expectedHeader, SpecExamples.clientReportItemHeader, SpecExamples.clientReportPayload]
-            .joined(separator: "\n") + "\n")
+        let stored = Array("{\"dsn\":\"x\"}\n{\"type\":\"log\",\"length\":2}\n{}\n".utf8)
+        let wire = String(decoding: Uploader.body(stored, sentAt: Date(timeIntervalSince1970: 0), report: report), as: UTF8.self)
+        let expected = [#"{"dsn":"x","sent_at":"1970-01-01T00:00:00.000Z"}"#, #"{"type":"log","length":2}"#, "{}",
+                        SpecExamples.clientReportItemHeader, SpecExamples.clientReportPayload]
+        XCTAssertEqual(wire, expected.joined(separator: "\n") + "\n")
     }
 
     func testDSCCarriesReleaseEnvironmentAndRate() throws {

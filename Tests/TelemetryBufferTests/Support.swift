@@ -22,6 +22,7 @@ func testOptions(_ directory: TemporaryDirectory, _ configure: (inout Options) -
     var options = Options(dsn: testDSN)
     options.cacheDirectory = directory.url
     options.flushInterval = 30
+    options.upload = false  // only the upload tests send, to their own server on 127.0.0.1
     configure(&options)
     return options
 }

@@ -3,8 +3,8 @@ import Foundation
 /// Builds envelopes from stored item payloads, copying each payload's bytes verbatim.
 ///
 /// Logs go into `log` items of at most `maxLogs` logs; spans into one envelope per trace with at most
-/// `maxSpans` spans and the trace's sampling context as the `trace` header. A `client_report` item may
-/// ride along in any envelope. Every `length` is the payload's byte count; every line ends in one LF.
+/// `maxSpans` spans and the trace's sampling context as the `trace` header. The uploader appends a
+/// `client_report` item when it sends. Every `length` is the payload's byte count; every line ends in one LF.
 struct EnvelopeEncoder: Sendable {
     /// The values of the dynamic sampling context that do not depend on the trace.
     struct SamplingContext: Sendable {
@@ -65,8 +65,8 @@ struct EnvelopeEncoder: Sendable {
     }
 
     /// One envelope of logs (`payloads.count` ≤ 100 by the caller's batching).
-    func logs(_ payloads: [UnsafeRawBufferPointer], report: ClientReport?) -> Envelope {
-        build(report: report) { writer in
+    func logs(_ payloads: [UnsafeRawBufferPointer]) -> Envelope {
+        build { writer in
             writer.raw(logHeader)
             container(payloads, header: "{\"type\":\"log\",\"item_count\":",
                       contentType: "application/vnd.sentry.items.log+json", into: &writer)
@@ -74,8 +74,8 @@ struct EnvelopeEncoder: Sendable {
     }
 
     /// One envelope of spans of one trace.
-    func spans(_ payloads: [UnsafeRawBufferPointer], trace: TraceID, report: ClientReport?) -> Envelope {
-        build(report: report) { writer in
+    func spans(_ payloads: [UnsafeRawBufferPointer], trace: TraceID) -> Envelope {
+        build { writer in
             writer.raw(spanHeaderPrefix)
             writer.traceID(trace)
             writer.raw(spanHeaderSuffix)
@@ -84,17 +84,10 @@ struct EnvelopeEncoder: Sendable {
         }
     }
 
-    /// An envelope holding only a client report.
-    func clientReport(_ report: ClientReport) -> Envelope {
-        build(report: report) { $0.raw(logHeader) }
-    }
-
-    /// Lets `body` write the header line and items, then appends the report.
-    private func build(report: ClientReport?, _ body: (inout JSONWriter) -> Void) -> Envelope {
+    private func build(_ body: (inout JSONWriter) -> Void) -> Envelope {
         let buffer = ByteBuffer(capacity: 4096)
         var writer = JSONWriter(appendingTo: buffer)
         body(&writer)
-        if let report { clientReportItem(report, into: &writer) }
         writer.finish()
         return Envelope(bytes: buffer.toArray())
     }
@@ -119,7 +112,8 @@ struct EnvelopeEncoder: Sendable {
         writer.raw("]}\n")
     }
 
-    private func clientReportItem(_ report: ClientReport, into writer: inout JSONWriter) {
+    /// `{"type":"client_report","length":n}` LF payload LF.
+    static func clientReportItem(_ report: ClientReport, into writer: inout JSONWriter) {
         let buffer = ByteBuffer(capacity: 256)
         var payload = JSONWriter(appendingTo: buffer)
         payload.raw("{\"timestamp\":")

@@ -31,6 +31,8 @@ protocol BufferStrategy: AnyObject, Sendable {
     func close()
     /// Whether nothing is held (so the flush timer may stop).
     var isEmpty: Bool { get }
+    /// Items held that are not yet envelopes.
+    var bufferedItems: Int { get }
     /// The memory a crash handler must save, and whether as envelopes (else verbatim, for recovery);
     /// `nil` when every item is already in a file when `add` returns.
     var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { get }

@@ -104,9 +104,6 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     func close() {
         regions.close()
         forward(everything: true)
-        if let report = batcher.pendingReport() {
-            do { try transport.send(report.envelope) } catch { batcher.dropped([report], error: error) }
-        }
         // Both lists are empty now; so are their caches.
         io.sync {
             ioTimer.schedule(deadline: .distantFuture)
@@ -115,6 +112,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     var isEmpty: Bool { regions.isEmpty }
+
+    var bufferedItems: Int { regions.itemCount }
 
     /// Both lists, verbatim: the mapped files survive a crash anyway; the copies guard against losing
     /// them, and recovery deduplicates the two by item ID.

@@ -180,12 +180,12 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     func close() {
         lock.withLock { closed = true }
         forward(everything: true)
-        if let report = batcher.pendingReport() {
-            do { try transport.send(report.envelope) } catch { batcher.dropped([report], error: error) }
-        }
     }
 
     var isEmpty: Bool { lock.withLock { !pending && cache.recordBytes == 0 } }
+
+    /// Items in `cache` (not counting a `flushing` file being published).
+    var bufferedItems: Int { lock.withLock { cache.logs + cache.spans } }
 
     /// Every item is in `cache` when `add` returns: nothing is left for a crash handler.
     var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { nil }

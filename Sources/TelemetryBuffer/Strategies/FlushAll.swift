@@ -33,16 +33,17 @@ final class FlushAll: BufferStrategy {
     func close() {
         regions.close()
         forward(everything: true)
-        if let report = batcher.pendingReport() { send([report]) }
     }
 
     private func send(_ batches: [EnvelopeBatcher.Batch]) {
         for batch in batches {
-            do { try transport.send(batch.envelope) } catch { batcher.dropped([batch], error: error) }
+            do { try transport.send(batch.envelope) } catch { batcher.dropped(batch, error: error) }
         }
     }
 
     var isEmpty: Bool { regions.isEmpty }
+
+    var bufferedItems: Int { regions.itemCount }
 
     /// Both regions, written as envelopes: a crash during a forward may send that batch twice.
     var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { (regions.all, true) }

@@ -118,4 +118,7 @@ final class RotatingRegions: @unchecked Sendable {
     func close() { lock.withLock { closed = true } }
 
     var isEmpty: Bool { lock.withLock { !pending && regions[active].isEmpty } }
+
+    /// Items in both regions.
+    var itemCount: Int { lock.withLock { tallies.reduce(0) { $0 + $1.logs + $1.spans } } }
 }

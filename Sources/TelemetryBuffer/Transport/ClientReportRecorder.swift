@@ -43,7 +43,9 @@ struct ClientReport: Sendable, Equatable {
 /// an addition in a fixed table, so it is safe on the calling thread's hot path.
 final class ClientReportRecorder: Sendable {
     private static let width = DataCategory.allCases.count
-    private let counts = Locked([Int](repeating: 0, count: DiscardReason.allCases.count * width))
+    /// Counts not yet sent, and every count since the buffer started (for `QueueStats`).
+    private let counts = Locked((pending: [Int](repeating: 0, count: DiscardReason.allCases.count * width),
+                                 total: [Int](repeating: 0, count: DiscardReason.allCases.count * width)))
 
     private static func slot(_ reason: DiscardReason, _ category: DataCategory) -> Int {
         DiscardReason.allCases.firstIndex(of: reason)! * width + DataCategory.allCases.firstIndex(of: category)!
@@ -52,7 +54,10 @@ final class ClientReportRecorder: Sendable {
     func record(_ reason: DiscardReason, _ category: DataCategory, quantity: Int = 1) {
         guard quantity > 0 else { return }
         let slot = Self.slot(reason, category)
-        counts.withLock { $0[slot] += quantity }
+        counts.withLock {
+            $0.pending[slot] += quantity
+            $0.total[slot] += quantity
+        }
     }
 
     /// Records one dropped item: a log as `log_item` and its `log_byte`s, a span as `span`.
@@ -61,8 +66,10 @@ final class ClientReportRecorder: Sendable {
         case .log:
             let itemSlot = Self.slot(reason, .logItem), byteSlot = Self.slot(reason, .logByte)
             counts.withLock {
-                $0[itemSlot] += 1
-                $0[byteSlot] += bytes
+                $0.pending[itemSlot] += 1
+                $0.pending[byteSlot] += bytes
+                $0.total[itemSlot] += 1
+                $0.total[byteSlot] += bytes
             }
         case .span:
             record(reason, .span)
@@ -72,17 +79,22 @@ final class ClientReportRecorder: Sendable {
     /// Everything counted so far, and resets the counts; `nil` when nothing was dropped.
     func take() -> ClientReport? {
         Self.report(counts.withLock { counts in
-            defer { for index in counts.indices { counts[index] = 0 } }
-            return counts
+            defer { for index in counts.pending.indices { counts.pending[index] = 0 } }
+            return counts.pending
         })
     }
 
-    /// The counts so far, without resetting them; `nil` when nothing was dropped.
-    func peek() -> ClientReport? { Self.report(counts.withLock { $0 }) }
+    /// The counts not yet sent, without resetting them; `nil` when there are none.
+    func peek() -> ClientReport? { Self.report(counts.withLock { $0.pending }) }
 
-    /// Puts counts back after the envelope that carried them could not be stored.
+    /// Every count since the start, sent or not.
+    func totals() -> ClientReport? { Self.report(counts.withLock { $0.total }) }
+
+    /// Puts counts back after the envelope that carried them was not accepted.
     func restore(_ report: ClientReport) {
-        for entry in report.entries { record(entry.reason, entry.category, quantity: entry.quantity) }
+        counts.withLock { counts in
+            for entry in report.entries { counts.pending[Self.slot(entry.reason, entry.category)] += entry.quantity }
+        }
     }
 
     private static func report(_ counts: [Int]) -> ClientReport? {

@@ -18,6 +18,8 @@ public final class FileTransport: Transport, @unchecked Sendable {
     /// Stored file names, oldest first, and the counter of the next name. Guarded by the lock; writes of
     /// one transport are also serialised by it, so the list always matches the folder.
     private let state: Locked<(names: [String], counter: UInt64)>
+    /// Called after each envelope is stored (the uploader starts draining).
+    private let stored = Locked<(@Sendable () -> Void)?>(nil)
 
     static let fileExtension = ".envelope"
     private static let temporarySuffix = ".tmp"
@@ -74,6 +76,7 @@ public final class FileTransport: Transport, @unchecked Sendable {
             state.names.append(name)
         }
         evictOverflow()
+        stored.withLock { $0 }?()
     }
 
     /// Moves a complete envelope file (on the same file system) into the folder under a new name:
@@ -88,6 +91,24 @@ public final class FileTransport: Transport, @unchecked Sendable {
             state.names.append(name)
         }
         evictOverflow()
+        stored.withLock { $0 }?()
+    }
+
+    /// Sets what to call after each stored envelope.
+    func onStore(_ body: @escaping @Sendable () -> Void) { stored.withLock { $0 = body } }
+
+    /// Removes a stored envelope (sent, or refused by the server); with `reason`, its items count as dropped.
+    func remove(_ url: URL, countingAs reason: DiscardReason? = nil, why: String = "") {
+        let name = url.lastPathComponent
+        let known = state.withLock { state in
+            guard let index = state.names.firstIndex(of: name) else { return false }
+            state.names.remove(at: index)
+            return true
+        }
+        guard known else { return }
+        if let reason { discard(name, reason: reason, why: why) } else {
+            try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+        }
     }
 
     /// The stored envelope files, oldest first.

@@ -1,0 +1,93 @@
+import CTelemetrySignals
+import Foundation
+
+/// The rate limits Sentry set for one DSN: a deadline per category this library sends, and one for all.
+///
+/// Responses update it (on the upload queue); `add` reads it on the calling thread with two atomic loads,
+/// and asks the clock only while a limit is set.
+/// (`@unchecked`: the deadlines are only ever touched with atomic loads and stores.)
+final class RateLimits: @unchecked Sendable {
+    /// The categories a limit can name that concern this library.
+    enum Category: Int, CaseIterable, Sendable {
+        case all, logItem, span
+
+        init?(_ name: Substring) {
+            switch name {
+            case "log_item": self = .logItem
+            case "span": self = .span
+            default: return nil
+            }
+        }
+
+        /// The category of the items a buffer holds.
+        init(_ item: ItemCategory) { self = item == .log ? .logItem : .span }
+    }
+
+    /// µs since 1970 until which each category is limited; 0 when it is not.
+    private let deadlines = UnsafeMutablePointer<UInt64>.allocate(capacity: Category.allCases.count)
+
+    init() { deadlines.initialize(repeating: 0, count: Category.allCases.count) }
+
+    deinit { deadlines.deallocate() }
+
+    /// Whether items of `category` may be sent (or buffered) at `now`.
+    @inline(__always)
+    func allows(_ category: Category, now: () -> Date = Date.init) -> Bool {
+        let own = tb_load_acquire_u64(deadlines + category.rawValue)
+        let all = tb_load_acquire_u64(deadlines + Category.all.rawValue)
+        guard own != 0 || all != 0 else { return true }
+        let micros = Self.micros(now())
+        return own <= micros && all <= micros
+    }
+
+    /// The time until which `category` is limited, or `nil`.
+    func limitedUntil(_ category: Category, now: Date = Date()) -> Date? {
+        let deadline = max(tb_load_acquire_u64(deadlines + category.rawValue), tb_load_acquire_u64(deadlines + Category.all.rawValue))
+        return deadline > Self.micros(now) ? Date(timeIntervalSince1970: Double(deadline) / 1_000_000) : nil
+    }
+
+    /// Applies a response: `X-Sentry-Rate-Limits` if present (any status), else for a 429 `Retry-After`
+    /// (seconds or an HTTP date), else for a 429 sixty seconds on every category.
+    func update(status: Int, rateLimits: String?, retryAfter: String?, now: Date = Date()) {
+        if let rateLimits {
+            for (category, seconds) in Self.parse(rateLimits) { extend(category, by: seconds, now: now) }
+        } else if status == 429 {
+            extend(.all, by: retryAfter.flatMap { Self.seconds(retryAfter: $0, now: now) } ?? 60, now: now)
+        }
+    }
+
+    private func extend(_ category: Category, by seconds: Double, now: Date) {
+        let deadline = Self.micros(now.addingTimeInterval(seconds))
+        let slot = deadlines + category.rawValue
+        // Keep the longest; only the upload queue writes.
+        if deadline > tb_load_acquire_u64(slot) { tb_store_release_u64(slot, deadline) }
+    }
+
+    /// `retry_after:categories:scope:reason_code[:namespaces]`, comma-separated; spaces ignored; an
+    /// empty category list means all; unknown categories are ignored, and so is a quota naming only
+    /// unknown ones; for a repeated category the longest wins.
+    static func parse(_ header: String) -> [Category: Double] {
+        var limits: [Category: Double] = [:]
+        for quota in header.split(separator: ",") {
+            let fields = quota.filter { $0 != " " && $0 != "\t" }.split(separator: ":", omittingEmptySubsequences: false)
+            guard fields.count >= 2, let seconds = Double(fields[0]), seconds.isFinite, seconds >= 0 else { continue }
+            let names = fields[1].split(separator: ";")
+            let categories = names.isEmpty ? [Category.all] : names.compactMap(Category.init)
+            for category in categories { limits[category] = max(limits[category] ?? 0, seconds) }
+        }
+        return limits
+    }
+
+    /// `Retry-After`: delay seconds (integer or float), or an HTTP date.
+    static func seconds(retryAfter: String, now: Date) -> Double? {
+        let text = retryAfter.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(text), seconds.isFinite, seconds >= 0 { return seconds }
+        let format = DateFormatter()
+        format.locale = Locale(identifier: "en_US_POSIX")
+        format.timeZone = TimeZone(identifier: "GMT")
+        format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return format.date(from: text).map { max(0, $0.timeIntervalSince(now)) }
+    }
+
+    private static func micros(_ date: Date) -> UInt64 { UInt64(max(0, date.timeIntervalSince1970 * 1_000_000)) }
+}

@@ -1,0 +1,222 @@
+import Dispatch
+import Foundation
+
+/// Drains the envelope folder to Sentry: oldest first, one request at a time, `pacing` apart. The only
+/// owner of retries in the library.
+///
+/// | response | action |
+/// |---|---|
+/// | 2xx | delete the envelope; the attempt counter restarts |
+/// | network error, 408, 5xx | keep it; back off `backoffBase × 2^(n-1)` + jitter; after `maxAttempts`, cool off, then again |
+/// | 429 | keep it; its categories wait out the rate limit |
+/// | 400, 413, other 4xx | delete it, count its items as `send_error`, go on |
+/// | 401, 403 | stop; the buffer shuts down and removes every stored file |
+/// | 404 | stop; the buffer takes no new items; stored files stay |
+///
+/// Every response's `X-Sentry-Rate-Limits` (or a 429's `Retry-After`) updates the rate limits. Each request
+/// gets `sent_at` in its envelope header (the file never holds it) and the pending client report as an
+/// extra item; the report's counts are reset only when Sentry accepts the envelope. An envelope that
+/// cannot be read or parsed is deleted and counted (`internal_sdk_error`), never retried.
+final class Uploader: @unchecked Sendable {
+    private let queue = DispatchQueue(label: "io.telemetrybuffer.upload", qos: .utility)
+    private let files: FileTransport
+    private let client: any HTTPClient
+    private let options: UploadOptions
+    private let endpoint: URL
+    private let headers: [(name: String, value: String)]
+    private let limits: RateLimits
+    private let reports: ClientReportRecorder
+    private let diagnostics: Diagnostics
+    private let stopped = Locked<(@Sendable (UploadStop) -> Void)?>(nil)
+    private let closed = Locked(false)
+    /// The state, read by `stats` from any thread; written only on `queue`.
+    private let current = Locked(UploadState.idle)
+    // Touched only on `queue`.
+    private var failures = 0
+    private var scheduled = false
+
+    init(files: FileTransport, client: any HTTPClient, options: UploadOptions, dsn: DSN, sdkName: String,
+         sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics) {
+        self.files = files
+        self.client = client
+        self.options = options
+        self.limits = limits
+        self.reports = reports
+        self.diagnostics = diagnostics
+        endpoint = dsn.envelopeEndpoint
+        var auth = "Sentry sentry_version=7, sentry_client=\(sdkName)/\(sdkVersion), sentry_key=\(dsn.publicKey)"
+        if let secret = dsn.secretKey { auth += ", sentry_secret=\(secret)" }
+        headers = [("X-Sentry-Auth", auth), ("Content-Type", "application/x-sentry-envelope"),
+                   ("User-Agent", "\(sdkName)/\(sdkVersion)")]
+    }
+
+    var state: UploadState { current.withLock { $0 } }
+
+    /// Sets what to call when the server refuses the DSN for good.
+    func onStop(_ body: @escaping @Sendable (UploadStop) -> Void) { stopped.withLock { $0 = body } }
+
+    /// Starts draining unless the uploader is waiting out a failure or has stopped.
+    func kick() {
+        queue.async { [self] in
+            switch current.withLock({ $0 }) {
+            case .idle, .rateLimited: schedule(after: 0)
+            default: break
+            }
+        }
+    }
+
+    private func schedule(after seconds: Double) {
+        guard !scheduled else { return }
+        scheduled = true
+        queue.asyncAfter(deadline: .now() + max(0, seconds)) { [self] in
+            scheduled = false
+            sendNext()
+        }
+    }
+
+    private func set(_ state: UploadState) { current.withLock { $0 = state } }
+
+    /// Stops for good without a reason from the server (the buffer closed); waits for a request under way.
+    func close() {
+        closed.withLock { $0 = true }
+        queue.sync { set(.disabled) }
+    }
+
+    /// Sends the oldest envelope whose categories are not rate-limited.
+    private func sendNext() {
+        guard !closed.withLock({ $0 }) else { return }
+        if case .stopped = state { return }
+        let now = Date()
+        var limitedUntil: Date?
+        for url in files.storedEnvelopes() {
+            guard let data = FileManager.default.contents(atPath: url.path) else { continue }
+            let bytes = Array(data)
+            guard let envelope = try? EnvelopeReader(bytes) else {
+                diagnostics.log(.error, "upload: \(url.lastPathComponent) is not a valid envelope; deleted")
+                files.remove(url)
+                // Its contents are unknown: counted as one item.
+                reports.record(.internalSDKError, .logItem)
+                continue
+            }
+            let categories = envelope.items.map { item -> RateLimits.Category in
+                switch item.type {
+                case "log": .logItem
+                case "span": .span
+                default: .all
+                }
+            }
+            if let until = categories.compactMap({ limits.limitedUntil($0, now: now) }).max() {
+                limitedUntil = min(limitedUntil ?? until, until)
+                continue
+            }
+            return send(url, bytes, envelope, now: now)
+        }
+        if let limitedUntil {
+            set(.rateLimited(until: limitedUntil))
+            schedule(after: limitedUntil.timeIntervalSince(now))
+        } else {
+            set(.idle)
+        }
+    }
+
+    private func send(_ url: URL, _ bytes: [UInt8], _ envelope: EnvelopeReader, now: Date) {
+        set(.sending)
+        let report = reports.take()
+        let request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
+                                  timeout: options.requestTimeout)
+        let done = DispatchSemaphore(value: 0)
+        let result = Locked<Result<HTTPResponse, any Error>?>(nil)
+        client.send(request) { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        let name = url.lastPathComponent
+        switch result.withLock({ $0 })! {
+        case .failure(let error):
+            diagnostics.log(.info, "upload: \(name) → network error: \(error)")
+            retryLater(report)
+        case .success(let response):
+            diagnostics.log(.info, "upload: \(name) → \(response.status)")
+            limits.update(status: response.status, rateLimits: response.headers["x-sentry-rate-limits"],
+                          retryAfter: response.headers["retry-after"])
+            switch response.status {
+            case 200..<300:
+                files.remove(url)
+                failures = 0
+                next()
+            case 408, 500..<600:
+                retryLater(report)
+            case 429:
+                restore(report)
+                next()
+            case 401, 403:
+                restore(report)
+                stop(.invalidKey(status: response.status))
+            case 404:
+                restore(report)
+                stop(.projectDisabled)
+            default:
+                restore(report)
+                files.remove(url, countingAs: .sendError, why: "the server answered \(response.status)")
+                failures = 0
+                next()
+            }
+        }
+    }
+
+    private func next() {
+        set(.idle)
+        schedule(after: options.pacing)
+    }
+
+    private func restore(_ report: ClientReport?) {
+        if let report { reports.restore(report) }
+    }
+
+    private func retryLater(_ report: ClientReport?) {
+        restore(report)
+        failures += 1
+        let wait = options.wait(afterFailure: failures, jitter: Double.random(in: 0..<1))
+        let until = Date().addingTimeInterval(wait.seconds)
+        if wait.coolOff { failures = 0 }
+        set(wait.coolOff ? .coolingOff(until: until) : .backingOff(until: until))
+        schedule(after: wait.seconds)
+    }
+
+    private func stop(_ reason: UploadStop) {
+        set(.stopped(reason))
+        diagnostics.log(.error, "upload stopped: \(reason)")
+        stopped.withLock { $0 }?(reason)
+    }
+
+    /// The request body: the stored envelope with `sent_at` added to its header line, its items byte for
+    /// byte, and the client report appended as one more item.
+    static func body(_ stored: [UInt8], sentAt: Date, report: ClientReport?) -> [UInt8] {
+        let headerEnd = stored.firstIndex(of: 0x0A) ?? stored.count
+        var body = [UInt8]()
+        body.reserveCapacity(stored.count + 512)
+        let closing = stored[..<headerEnd].lastIndex(of: 0x7D) ?? headerEnd
+        body += stored[..<closing]
+        body += Array(",\"sent_at\":\"\(rfc3339(sentAt))\"".utf8)
+        body += stored[closing...]
+        if let report {
+            if body.last != 0x0A { body.append(0x0A) }
+            let buffer = ByteBuffer(capacity: 256)
+            var writer = JSONWriter(appendingTo: buffer)
+            EnvelopeEncoder.clientReportItem(report, into: &writer)
+            writer.finish()
+            body += buffer.toArray()
+        }
+        return body
+    }
+
+    /// `2026-01-01T10:00:05.000Z`.
+    static func rfc3339(_ date: Date) -> String {
+        let format = DateFormatter()
+        format.locale = Locale(identifier: "en_US_POSIX")
+        format.timeZone = TimeZone(identifier: "UTC")
+        format.dateFormat = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+        return format.string(from: date)
+    }
+}
