@@ -117,7 +117,8 @@ public final class TelemetryBuffer: Sendable {
         files = transport as? FileTransport
         if options.upload, let files {
             uploader = Uploader(
-                files: files, client: options.httpClient ?? URLSessionHTTPClient(), options: options.uploadOptions,
+                files: files, client: options.httpClient ?? URLSessionHTTPClient(timeout: options.uploadOptions.requestTimeout),
+                options: options.uploadOptions,
                 dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion, limits: limits, reports: reports,
                 diagnostics: diagnostics)
         } else {

@@ -13,6 +13,7 @@ struct Arguments {
                                       [--max-envelopes N]
                telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N]
                telemetry-demo inspect --dir D
+               telemetry-demo upload  --dir D --dsn DSN [--timeout S]
                telemetry-demo crash   --kind K [--dir D] [--strategy S] [--after N] [--spans]
                                       [--previous-handler] [--second-dsn DSN] [--sigterm]
         crash kinds: segv abort fatal unwrap overflow index stack thread bus kill term

@@ -29,6 +29,7 @@ do {
     case "recover": try Recover.run(arguments)
     case "inspect": try Inspect.run(arguments)
     case "crash": try Crash.run(arguments)
+    case "upload": try Upload.run(arguments)
     default: throw DemoError("unknown command '\(arguments.command)'\n\(Arguments.usage)")
     }
 } catch let error as DemoError {

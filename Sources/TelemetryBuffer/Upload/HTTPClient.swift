@@ -40,11 +40,14 @@ public protocol HTTPClient: Sendable {
 public final class URLSessionHTTPClient: HTTPClient {
     private let session: URLSession
 
-    /// A client with an ephemeral session.
-    public init() {
+    /// A client with an ephemeral session whose requests may take at most `timeout` seconds.
+    public init(timeout: Double = 30) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpShouldSetCookies = false
         configuration.urlCache = nil
+        // FoundationNetworking does not let a request's own timeout undercut the session's.
+        configuration.timeoutIntervalForRequest = timeout
+        configuration.timeoutIntervalForResource = timeout
         session = URLSession(configuration: configuration)
     }
 

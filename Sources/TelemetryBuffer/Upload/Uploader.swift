@@ -33,7 +33,8 @@ final class Uploader: @unchecked Sendable {
     private let current = Locked(UploadState.idle)
     // Touched only on `queue`.
     private var failures = 0
-    private var scheduled = false
+    /// Identifies the latest scheduled wake-up; an earlier one that fires later does nothing.
+    private var wake = 0
 
     init(files: FileTransport, client: any HTTPClient, options: UploadOptions, dsn: DSN, sdkName: String,
          sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics) {
@@ -55,7 +56,8 @@ final class Uploader: @unchecked Sendable {
     /// Sets what to call when the server refuses the DSN for good.
     func onStop(_ body: @escaping @Sendable (UploadStop) -> Void) { stopped.withLock { $0 = body } }
 
-    /// Starts draining unless the uploader is waiting out a failure or has stopped.
+    /// Starts draining now unless the uploader is waiting out a failure or has stopped (a rate-limit
+    /// wait is cut short: the new envelope may be of another category).
     func kick() {
         queue.async { [self] in
             switch current.withLock({ $0 }) {
@@ -65,11 +67,12 @@ final class Uploader: @unchecked Sendable {
         }
     }
 
+    /// Sends the next envelope after `seconds`, replacing any wake-up scheduled before.
     private func schedule(after seconds: Double) {
-        guard !scheduled else { return }
-        scheduled = true
+        wake &+= 1
+        let token = wake
         queue.asyncAfter(deadline: .now() + max(0, seconds)) { [self] in
-            scheduled = false
+            guard token == wake else { return }
             sendNext()
         }
     }

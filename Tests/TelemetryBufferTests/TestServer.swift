@@ -1,0 +1,139 @@
+import Foundation
+@testable import TelemetryBuffer
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A minimal HTTP/1.1 server on 127.0.0.1 for the upload tests: it records every request and answers
+/// as the test's script says. A thread per connection; `Connection: close` on every answer.
+final class TestServer: @unchecked Sendable {
+    struct Request: Sendable {
+        var method: String
+        var path: String
+        var headers: [String: String]
+        var body: [UInt8]
+    }
+
+    enum Answer: Sendable {
+        /// A response with no body.
+        case respond(Int, headers: [String: String] = [:], after: Double = 0)
+        /// Reset the connection (RST) without answering.
+        case reset
+        /// Answer nothing, and close after `seconds`.
+        case hang(seconds: Double)
+    }
+
+    /// A script that gives `answers` in order, then `last` to every later request.
+    static func sequence(_ answers: [Answer], then last: Answer = .respond(200)) -> @Sendable (Request, Int) -> Answer {
+        { _, index in index < answers.count ? answers[index] : last }
+    }
+
+    private(set) var port: UInt16 = 0
+    let requests = Locked([Request]())
+    private let script: @Sendable (Request, Int) -> Answer
+    private var listener: Int32 = -1
+    private let done = DispatchSemaphore(value: 0)
+
+    /// Starts listening on `port` (0: any free port) and answering with `script(request, index)`.
+    init(port: UInt16 = 0, script: @escaping @Sendable (Request, Int) -> Answer = { _, _ in .respond(200) }) throws {
+        self.script = script
+        try start(port: port)
+    }
+
+    private func start(port requested: UInt16) throws {
+        listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var yes: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = requested.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 16) == 0 else { throw WalkError("cannot listen on 127.0.0.1:\(requested): \(errno)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        port = UInt16(bigEndian: address.sin_port)
+        let listening = listener
+        Thread { [self] in
+            while true {
+                let connection = accept(listening, nil, nil)
+                if connection < 0 { break }
+                Thread { [self] in serve(connection) }.start()
+            }
+            done.signal()
+        }.start()
+    }
+
+    /// Stops listening; connections are refused until `restart()`.
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        done.wait()
+    }
+
+    /// Listens again on the same port.
+    func restart() throws { try start(port: port) }
+
+    private func serve(_ connection: Int32) {
+        defer { close(connection) }
+        guard let request = read(connection) else { return }
+        let index = requests.withLock { requests in
+            requests.append(request)
+            return requests.count - 1
+        }
+        switch script(request, index) {
+        case .respond(let status, let headers, let delay):
+            if delay > 0 { usleep(useconds_t(delay * 1_000_000)) }
+            var text = "HTTP/1.1 \(status) Scripted\r\nContent-Length: 0\r\nConnection: close\r\n"
+            for (name, value) in headers { text += "\(name): \(value)\r\n" }
+            write(connection, text + "\r\n")
+        case .reset:
+            var option = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(connection, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        case .hang(let seconds):
+            usleep(useconds_t(seconds * 1_000_000))
+        }
+    }
+
+    private func write(_ connection: Int32, _ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads one request: head up to the blank line, then `Content-Length` bytes of body.
+    private func read(_ connection: Int32) -> Request? {
+        var data = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        func more() -> Bool {
+            let count = chunk.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { return false }
+            data += chunk[0..<count]
+            return true
+        }
+        let separator: [UInt8] = [13, 10, 13, 10]
+        var headEnd: Int?
+        while headEnd == nil {
+            guard more() else { return nil }
+            headEnd = data.indices.dropLast(3).first { data[$0..<$0 + 4].elementsEqual(separator) }
+        }
+        let head = String(decoding: data[..<headEnd!], as: UTF8.self).components(separatedBy: "\r\n")
+        let requestLine = head[0].split(separator: " ")
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        if headers["expect"]?.lowercased() == "100-continue" { write(connection, "HTTP/1.1 100 Continue\r\n\r\n") }
+        let length = Int(headers["content-length"] ?? "0") ?? 0
+        let bodyStart = headEnd! + 4
+        while data.count - bodyStart < length { guard more() else { return nil } }
+        return Request(method: String(requestLine.first ?? ""), path: String(requestLine.dropFirst().first ?? ""),
+                       headers: headers, body: Array(data[bodyStart..<bodyStart + length]))
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// The uploader against a real HTTP server on 127.0.0.1 started by each test; every timing in milliseconds.
+final class UploadTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private func dsn(_ server: TestServer) -> String { "http://publickey@127.0.0.1:\(server.port)/42" }
+
+    private func buffer(_ server: TestServer, _ configure: (inout Options) -> Void = { _ in }) throws -> TelemetryBuffer {
+        try TelemetryBuffer(options: testOptions(directory) {
+            $0.dsn = dsn(server)
+            $0.upload = true
+            $0.maxCachedEnvelopes = 1000
+            $0.uploadOptions.pacing = 0.001
+            $0.uploadOptions.backoffBase = 0.005
+            $0.uploadOptions.coolOff = 0.05
+            $0.uploadOptions.requestTimeout = 5
+            configure(&$0)
+        })
+    }
+
+    private func stored(_ buffer: TelemetryBuffer) -> Int { buffer.stats().stored.values.reduce(0) { $0 + $1.envelopes } }
+
+    /// The bodies the server accepted (status 2xx in its script), walked strictly.
+    private func bodies(_ server: TestServer, _ indices: [Int]? = nil) throws -> [WalkedEnvelope] {
+        let requests = server.requests.withLock { $0 }
+        return try (indices ?? Array(requests.indices)).map { try WalkedEnvelope(requests[$0].body) }
+    }
+
+    func testEnvelopesAreSentOldestFirstWithAuthAndDeleted() throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let buffer = try buffer(server)
+        let trace = TraceID(high: 5, low: 5)
+        for index in 0..<3 { buffer.add(log: .test("log \(index)")) }
+        buffer.add(span: .test("span", trace: trace))
+        buffer.flush()
+        eventually { stored(buffer) == 0 && server.requests.withLock { $0.count } == 2 }
+        let requests = server.requests.withLock { $0 }
+        for request in requests {
+            XCTAssertEqual(request.method, "POST")
+            XCTAssertEqual(request.path, "/api/42/envelope/")
+            XCTAssertEqual(request.headers["x-sentry-auth"],
+                           "Sentry sentry_version=7, sentry_client=sentry.swift.telemetry-buffer/\(TelemetryBuffer.version), sentry_key=publickey")
+            XCTAssertEqual(request.headers["content-type"], "application/x-sentry-envelope")
+            XCTAssertEqual(request.headers["user-agent"], "sentry.swift.telemetry-buffer/\(TelemetryBuffer.version)")
+            let envelope = try WalkedEnvelope(request.body)
+            XCTAssertNotNil(envelope.header["sent_at"] as? String)
+            XCTAssertEqual(String(decoding: request.body, as: UTF8.self).components(separatedBy: "sent_at").count, 2)
+        }
+        let sent = try bodies(server)
+        XCTAssertEqual(sent.map { $0.items.map(\.type) }, [["log"], ["span"]], "oldest first, no empty client report")
+        XCTAssertEqual(sent[0].elements.compactMap { $0["body"] as? String }, ["log 0", "log 1", "log 2"])
+        eventually { buffer.stats().upload == .idle }
+        buffer.close()
+    }
+
+    func testTheBackoffScheduleDoublesWithJitterThenCoolsOff() {
+        var options = UploadOptions()
+        XCTAssertEqual(options.backoffBase, 3)
+        XCTAssertEqual(options.maxAttempts, 5)
+        XCTAssertEqual(options.coolOff, 1800)
+        for (failure, delay) in [(1, 3.0), (2, 6.0), (3, 12.0), (4, 24.0)] {
+            XCTAssertEqual(options.wait(afterFailure: failure, jitter: 0).seconds, delay)
+            XCTAssertEqual(options.wait(afterFailure: failure, jitter: 0.5).seconds, delay * 1.5)
+            XCTAssertFalse(options.wait(afterFailure: failure, jitter: 0.99).coolOff)
+        }
+        XCTAssertEqual(options.wait(afterFailure: 5, jitter: 0.7).seconds, 1800)
+        XCTAssertTrue(options.wait(afterFailure: 5, jitter: 0.7).coolOff)
+        options.backoffBase = 0.01
+        XCTAssertEqual(options.wait(afterFailure: 3, jitter: 0).seconds, 0.04, accuracy: 1e-12)
+    }
+
+    func testRetryableFailuresAreRetriedThroughACoolOffUntilAccepted() throws {
+        // 503, 500, 408, a reset connection, 502 (the fifth failure: cool-off), then accepted.
+        let server = try TestServer(script: TestServer.sequence([.respond(503), .respond(500), .respond(408), .reset, .respond(502)]))
+        defer { server.stop() }
+        let buffer = try buffer(server)
+        buffer.add(log: .test("persistent"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 }
+        XCTAssertEqual(server.requests.withLock { $0.count }, 6)
+        let last = try bodies(server, [5])[0]
+        XCTAssertEqual(last.elements.compactMap { $0["body"] as? String }, ["persistent"])
+        XCTAssertNil(buffer.stats().drops["network_error/log_item"], "nothing dropped while retrying")
+        buffer.close()
+    }
+
+    func testRejectedEnvelopesAreDeletedCountedAndReportedWithTheNextOne() throws {
+        let server = try TestServer(script: TestServer.sequence([.respond(400), .respond(413)]))
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
+        for index in 0..<3 {
+            buffer.add(log: .test("log \(index)"))
+            buffer.flush()
+        }
+        eventually { stored(buffer) == 0 && server.requests.withLock { $0.count } == 3 }
+        let accepted = try bodies(server, [2])[0]
+        XCTAssertEqual(accepted.elements.compactMap { $0["body"] as? String }, ["log 2"])
+        XCTAssertEqual(accepted.discards["send_error/log_item"], 2, "the client report rides with the next envelope")
+        XCTAssertNil(buffer.pendingDiscards, "reset once Sentry accepted it")
+        XCTAssertEqual(buffer.stats().drops["send_error/log_item"], 2)
+        buffer.close()
+    }
+
+    func testAnInvalidKeyShutsTheBufferDownAndClearsItsFiles() throws {
+        for status in [401, 403] {
+            let folder = try TemporaryDirectory()
+            directory = folder
+            defer { folder.remove() }
+            let server = try TestServer(script: TestServer.sequence([], then: .respond(status)))
+            defer { server.stop() }
+            let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
+            buffer.add(log: .test("first"))
+            buffer.flush()
+            eventually { buffer.stats().upload == .stopped(.invalidKey(status: status)) }
+            let bufferFolder = buffer.directory.appendingPathComponent("telemetry-buffer").path
+            func bufferFiles() -> [String] {
+                ((try? FileManager.default.contentsOfDirectory(atPath: bufferFolder)) ?? []).filter { $0 != "lock" }
+            }
+            eventually { stored(buffer) == 0 && bufferFiles().isEmpty }
+            XCTAssertFalse(buffer.add(log: .test("later")), "adds are refused")
+            XCTAssertEqual(server.requests.withLock { $0.count }, 1, "no more requests")
+            XCTAssertEqual(buffer.stats().drops["send_error/log_item"], 2, "the stored one and the refused one")
+            buffer.close()
+        }
+    }
+
+    func testADisabledProjectStopsUploadsAndAddsButKeepsWhatIsStored() throws {
+        let server = try TestServer(script: TestServer.sequence([], then: .respond(404)))
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
+        buffer.add(log: .test("kept"))
+        buffer.flush()
+        eventually { buffer.stats().upload == .stopped(.projectDisabled) }
+        XCTAssertFalse(buffer.add(log: .test("refused")))
+        XCTAssertEqual(stored(buffer), 1)
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept"])
+        buffer.close()
+    }
+
+    func testRateLimitedCategoriesWaitAndTheirNewItemsAreDropped() throws {
+        let server = try TestServer { request, _ in
+            String(decoding: request.body, as: UTF8.self).contains("\"type\":\"log\"")
+                ? .respond(429, headers: ["X-Sentry-Rate-Limits": "60:log_item:key, 2700:unknown_category:organization"])
+                : .respond(200)
+        }
+        defer { server.stop() }
+        let buffer = try buffer(server)
+        buffer.add(log: .test("limited"))
+        buffer.flush()
+        eventually { if case .rateLimited = buffer.stats().upload { return true } else { return false } }
+        buffer.add(span: .test("span", trace: TraceID(high: 1, low: 1)))
+        buffer.flush()
+        eventually { buffer.stats().stored["span"] == nil }
+        XCTAssertEqual(buffer.stats().stored["log"]?.envelopes, 1, "the log envelope waits in the folder")
+        XCTAssertFalse(buffer.add(log: .test("dropped while limited")))
+        XCTAssertTrue(buffer.add(span: .test("spans still go", trace: TraceID(high: 2, low: 2))))
+        XCTAssertEqual(buffer.stats().drops["ratelimit_backoff/log_item"], 1)
+        let logRequests = server.requests.withLock { $0.filter { String(decoding: $0.body, as: UTF8.self).contains("\"type\":\"log\"") } }
+        XCTAssertEqual(logRequests.count, 1, "not retried while limited")
+        buffer.close()
+    }
+
+    func testRetryAfterOnA429DelaysEverything() throws {
+        let server = try TestServer(script: TestServer.sequence([.respond(429, headers: ["Retry-After": "0.05"])]))
+        defer { server.stop() }
+        let buffer = try buffer(server)
+        buffer.add(log: .test("after the limit"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 }
+        XCTAssertEqual(server.requests.withLock { $0.count }, 2)
+        buffer.close()
+    }
+
+    func testRateLimitHeaders() {
+        let now = Date(timeIntervalSince1970: 1_000)
+        let cases: [(String, [RateLimits.Category: Double])] = [
+            ("60:log_item:key", [.logItem: 60]),
+            ("60:log_item;span:key, 120::organization", [.logItem: 60, .span: 60, .all: 120]),
+            ("  2.5 : span : key : reason : ns1;ns2 ", [.span: 2.5]),
+            ("60:transaction:key, 2700:default;error;security:organization", [:]),
+            ("10:log_item:key,30:log_item:org", [.logItem: 30]),
+            ("60::organization", [.all: 60]),
+            ("garbage, :log_item:key, -5:span:key", [:]),
+        ]
+        for (header, expected) in cases { XCTAssertEqual(RateLimits.parse(header), expected, header) }
+        XCTAssertEqual(RateLimits.seconds(retryAfter: "120", now: now), 120)
+        XCTAssertEqual(RateLimits.seconds(retryAfter: "1.5", now: now), 1.5)
+        XCTAssertEqual(RateLimits.seconds(retryAfter: "Thu, 01 Jan 1970 00:17:40 GMT", now: now), 60)
+        XCTAssertNil(RateLimits.seconds(retryAfter: "soon", now: now))
+
+        let limits = RateLimits()
+        limits.update(status: 429, rateLimits: nil, retryAfter: nil, now: now)
+        XCTAssertEqual(limits.limitedUntil(.span, now: now), now.addingTimeInterval(60), "a bare 429: 60 s, all categories")
+        limits.update(status: 200, rateLimits: "600:log_item:key", retryAfter: nil, now: now)
+        XCTAssertEqual(limits.limitedUntil(.logItem, now: now), now.addingTimeInterval(600), "limits apply on 200 too")
+        XCTAssertFalse(limits.allows(.logItem, now: { now.addingTimeInterval(100) }))
+        XCTAssertTrue(limits.allows(.span, now: { now.addingTimeInterval(100) }))
+        XCTAssertTrue(limits.allows(.logItem, now: { now.addingTimeInterval(601) }))
+    }
+
+    func testASlowServerTimesOutAndTheEnvelopeIsRetried() throws {
+        let server = try TestServer(script: TestServer.sequence([.respond(200, after: 2)]))
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 0.3 }
+        buffer.add(log: .test("slow"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 }
+        XCTAssertEqual(server.requests.withLock { $0.count }, 2, "timed out once, then sent again")
+        buffer.close()
+    }
+
+    func testAServerThatIsDownThenUpLosesNothing() throws {
+        let server = try TestServer()
+        server.stop()
+        let buffer = try buffer(server)
+        for index in 0..<5 { buffer.add(log: .test("log \(index)")) }
+        buffer.flush()
+        eventually { if case .backingOff = buffer.stats().upload { return true } else { return false } }
+        try server.restart()
+        defer { server.stop() }
+        eventually { stored(buffer) == 0 }
+        XCTAssertEqual(try bodies(server).flatMap(\.elements).compactMap { $0["body"] as? String }, (0..<5).map { "log \($0)" })
+        buffer.close()
+    }
+
+    /// The uploading process dies (SIGKILL) while the server holds its request; a new process sends the
+    /// envelope again: at most one extra send, nothing lost.
+    func testAnUploadKilledMidRequestIsResentAtMostOnce() throws {
+        let server = try TestServer(script: TestServer.sequence([.hang(seconds: 3)]))
+        defer { server.stop() }
+        let dsn = dsn(server)
+        let stress = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", dsn, "--count", "30"])
+        XCTAssertEqual(stress.status, 0, stress.errors)
+        let process = Process()
+        process.executableURL = Demo.executable
+        process.arguments = ["upload", "--dir", directory.url.path, "--dsn", dsn]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        eventually { server.requests.withLock { $0.count } == 1 }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        let again = try Demo.run(["upload", "--dir", directory.url.path, "--dsn", dsn, "--timeout", "20"])
+        XCTAssertEqual(again.status, 0, again.output + again.errors)
+        XCTAssertTrue(again.output.contains("→ 200"), again.output)
+        let requests = server.requests.withLock { $0 }
+        XCTAssertEqual(requests.count, 2, "the held request, and one resend")
+        XCTAssertEqual(requests[0].body.split(separator: 0x0A).dropFirst(), requests[1].body.split(separator: 0x0A).dropFirst(),
+                       "the same envelope (only sent_at differs)")
+        XCTAssertEqual(try WalkedEnvelope(requests[1].body).elements.count, 30)
+    }
+}
