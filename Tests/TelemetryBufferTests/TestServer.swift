@@ -19,8 +19,8 @@ final class TestServer: @unchecked Sendable {
     enum Answer: Sendable {
         /// A response with no body.
         case respond(Int, headers: [String: String] = [:], after: Double = 0)
-        /// Reset the connection (RST) without answering.
-        case reset
+        /// Reset the connection (RST) after reading half of the body.
+        case resetMidBody
         /// Answer nothing, and close after `seconds`.
         case hang(seconds: Double)
     }
@@ -32,6 +32,10 @@ final class TestServer: @unchecked Sendable {
 
     private(set) var port: UInt16 = 0
     let requests = Locked([Request]())
+    /// What was wrong with requests, as `check` found it.
+    let violations = Locked([String]())
+    /// Checks each complete request; returns a problem, or `nil`.
+    var check: @Sendable (Request) -> String? = { _ in nil }
     private let script: @Sendable (Request, Int) -> Answer
     private var listener: Int32 = -1
     private let done = DispatchSemaphore(value: 0)
@@ -82,20 +86,30 @@ final class TestServer: @unchecked Sendable {
 
     private func serve(_ connection: Int32) {
         defer { close(connection) }
-        guard let request = read(connection) else { return }
+        guard var request = readHead(connection) else { return }
         let index = requests.withLock { requests in
             requests.append(request)
             return requests.count - 1
         }
+        let length = Int(request.headers["content-length"] ?? "0") ?? 0
+        // Scripts that reset decide by index alone: ask before reading the body.
+        if case .resetMidBody = script(request, index) {
+            _ = readBody(connection, &request, upTo: length / 2)
+            var option = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(connection, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+            return
+        }
+        guard readBody(connection, &request, upTo: length) else { return }
+        requests.withLock { $0[index] = request }
+        if let problem = check(request) { violations.withLock { $0.append("request \(index): \(problem)") } }
         switch script(request, index) {
         case .respond(let status, let headers, let delay):
             if delay > 0 { usleep(useconds_t(delay * 1_000_000)) }
             var text = "HTTP/1.1 \(status) Scripted\r\nContent-Length: 0\r\nConnection: close\r\n"
             for (name, value) in headers { text += "\(name): \(value)\r\n" }
             write(connection, text + "\r\n")
-        case .reset:
-            var option = linger(l_onoff: 1, l_linger: 0)
-            setsockopt(connection, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
+        case .resetMidBody:
+            break
         case .hang(let seconds):
             usleep(useconds_t(seconds * 1_000_000))
         }
@@ -106,20 +120,17 @@ final class TestServer: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
-    /// Reads one request: head up to the blank line, then `Content-Length` bytes of body.
-    private func read(_ connection: Int32) -> Request? {
+    /// Bytes read past the head of each connection's request, kept for `readBody`.
+    private let pending = Locked([Int32: [UInt8]]())
+
+    /// Reads the head, up to the blank line; the body comes with `readBody`.
+    private func readHead(_ connection: Int32) -> Request? {
         var data = [UInt8]()
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        func more() -> Bool {
-            let count = chunk.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-            if count <= 0 { return false }
-            data += chunk[0..<count]
-            return true
-        }
         let separator: [UInt8] = [13, 10, 13, 10]
         var headEnd: Int?
         while headEnd == nil {
-            guard more() else { return nil }
+            guard let chunk = receive(connection) else { return nil }
+            data += chunk
             headEnd = data.indices.dropLast(3).first { data[$0..<$0 + 4].elementsEqual(separator) }
         }
         let head = String(decoding: data[..<headEnd!], as: UTF8.self).components(separatedBy: "\r\n")
@@ -130,10 +141,22 @@ final class TestServer: @unchecked Sendable {
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
         if headers["expect"]?.lowercased() == "100-continue" { write(connection, "HTTP/1.1 100 Continue\r\n\r\n") }
-        let length = Int(headers["content-length"] ?? "0") ?? 0
-        let bodyStart = headEnd! + 4
-        while data.count - bodyStart < length { guard more() else { return nil } }
         return Request(method: String(requestLine.first ?? ""), path: String(requestLine.dropFirst().first ?? ""),
-                       headers: headers, body: Array(data[bodyStart..<bodyStart + length]))
+                       headers: headers, body: Array(data[(headEnd! + 4)...]))
+    }
+
+    /// Reads the body until it holds `count` bytes; `false` if the connection ended first.
+    private func readBody(_ connection: Int32, _ request: inout Request, upTo count: Int) -> Bool {
+        while request.body.count < count {
+            guard let chunk = receive(connection) else { return false }
+            request.body += chunk
+        }
+        return true
+    }
+
+    private func receive(_ connection: Int32) -> [UInt8]? {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let count = chunk.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+        return count > 0 ? Array(chunk[0..<count]) : nil
     }
 }

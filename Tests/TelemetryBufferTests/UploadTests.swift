@@ -5,9 +5,34 @@ import XCTest
 /// The uploader against a real HTTP server on 127.0.0.1 started by each test; every timing in milliseconds.
 final class UploadTests: XCTestCase {
     private var directory: TemporaryDirectory!
+    private var servers: [TestServer] = []
 
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
-    override func tearDown() { directory.remove() }
+
+    override func tearDown() {
+        for server in servers { XCTAssertEqual(server.violations.withLock { $0 }, [], "every request is well-formed") }
+        directory.remove()
+    }
+
+    /// A server on 127.0.0.1 that checks every complete request's path, auth, content type and framing.
+    private func server(_ script: @escaping @Sendable (TestServer.Request, Int) -> TestServer.Answer = TestServer.sequence([]))
+        throws -> TestServer {
+        let server = try TestServer(script: script)
+        server.check = { request in
+            guard request.method == "POST", request.path == "/api/42/envelope/" else { return "\(request.method) \(request.path)" }
+            guard request.headers["x-sentry-auth"]?.hasPrefix("Sentry sentry_version=7, sentry_client=") == true,
+                  request.headers["x-sentry-auth"]?.hasSuffix(", sentry_key=publickey") == true else { return "auth" }
+            guard request.headers["content-type"] == "application/x-sentry-envelope" else { return "content type" }
+            do {
+                let envelope = try WalkedEnvelope(request.body)
+                return envelope.header["sent_at"] is String ? nil : "no sent_at"
+            } catch {
+                return "framing: \(error)"
+            }
+        }
+        servers.append(server)
+        return server
+    }
 
     private func dsn(_ server: TestServer) -> String { "http://publickey@127.0.0.1:\(server.port)/42" }
 
@@ -33,7 +58,7 @@ final class UploadTests: XCTestCase {
     }
 
     func testEnvelopesAreSentOldestFirstWithAuthAndDeleted() throws {
-        let server = try TestServer()
+        let server = try server()
         defer { server.stop() }
         let buffer = try buffer(server)
         let trace = TraceID(high: 5, low: 5)
@@ -77,8 +102,8 @@ final class UploadTests: XCTestCase {
     }
 
     func testRetryableFailuresAreRetriedThroughACoolOffUntilAccepted() throws {
-        // 503, 500, 408, a reset connection, 502 (the fifth failure: cool-off), then accepted.
-        let server = try TestServer(script: TestServer.sequence([.respond(503), .respond(500), .respond(408), .reset, .respond(502)]))
+        // 503, 500, 408, a connection reset mid-body, 502 (the fifth failure: cool-off), then accepted.
+        let server = try server(TestServer.sequence([.respond(503), .respond(500), .respond(408), .resetMidBody, .respond(502)]))
         defer { server.stop() }
         let buffer = try buffer(server)
         buffer.add(log: .test("persistent"))
@@ -92,7 +117,7 @@ final class UploadTests: XCTestCase {
     }
 
     func testRejectedEnvelopesAreDeletedCountedAndReportedWithTheNextOne() throws {
-        let server = try TestServer(script: TestServer.sequence([.respond(400), .respond(413)]))
+        let server = try server(TestServer.sequence([.respond(400), .respond(413)]))
         defer { server.stop() }
         let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
         for index in 0..<3 {
@@ -113,7 +138,7 @@ final class UploadTests: XCTestCase {
             let folder = try TemporaryDirectory()
             directory = folder
             defer { folder.remove() }
-            let server = try TestServer(script: TestServer.sequence([], then: .respond(status)))
+            let server = try server(TestServer.sequence([], then: .respond(status)))
             defer { server.stop() }
             let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
             buffer.add(log: .test("first"))
@@ -132,7 +157,7 @@ final class UploadTests: XCTestCase {
     }
 
     func testADisabledProjectStopsUploadsAndAddsButKeepsWhatIsStored() throws {
-        let server = try TestServer(script: TestServer.sequence([], then: .respond(404)))
+        let server = try server(TestServer.sequence([], then: .respond(404)))
         defer { server.stop() }
         let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
         buffer.add(log: .test("kept"))
@@ -145,7 +170,7 @@ final class UploadTests: XCTestCase {
     }
 
     func testRateLimitedCategoriesWaitAndTheirNewItemsAreDropped() throws {
-        let server = try TestServer { request, _ in
+        let server = try server { request, _ in
             String(decoding: request.body, as: UTF8.self).contains("\"type\":\"log\"")
                 ? .respond(429, headers: ["X-Sentry-Rate-Limits": "60:log_item:key, 2700:unknown_category:organization"])
                 : .respond(200)
@@ -168,7 +193,7 @@ final class UploadTests: XCTestCase {
     }
 
     func testRetryAfterOnA429DelaysEverything() throws {
-        let server = try TestServer(script: TestServer.sequence([.respond(429, headers: ["Retry-After": "0.05"])]))
+        let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "0.05"])]))
         defer { server.stop() }
         let buffer = try buffer(server)
         buffer.add(log: .test("after the limit"))
@@ -206,7 +231,7 @@ final class UploadTests: XCTestCase {
     }
 
     func testASlowServerTimesOutAndTheEnvelopeIsRetried() throws {
-        let server = try TestServer(script: TestServer.sequence([.respond(200, after: 2)]))
+        let server = try server(TestServer.sequence([.respond(200, after: 2)]))
         defer { server.stop() }
         let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 0.3 }
         buffer.add(log: .test("slow"))
@@ -217,7 +242,7 @@ final class UploadTests: XCTestCase {
     }
 
     func testAServerThatIsDownThenUpLosesNothing() throws {
-        let server = try TestServer()
+        let server = try server()
         server.stop()
         let buffer = try buffer(server)
         for index in 0..<5 { buffer.add(log: .test("log \(index)")) }
@@ -230,10 +255,49 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    func testACorruptEnvelopeFileIsDeletedAndCountedNotRetried() throws {
+        let server = try server()
+        defer { server.stop() }
+        // Left by an earlier process: the transport finds it when the buffer opens.
+        let folder = directory.url.appendingPathComponent(SHA1.hex(dsn(server).utf8)).appendingPathComponent("envelopes")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data("not an envelope\n{\"type\":\"log\",\"length\":99}\n{}".utf8)
+            .write(to: folder.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)))
+        let buffer = try buffer(server)
+        buffer.add(log: .test("after the corrupt one"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 }
+        XCTAssertEqual(server.requests.withLock { $0.count }, 1, "only the valid envelope was sent")
+        XCTAssertEqual(buffer.stats().drops["internal_sdk_error/log_item"], 1)
+        buffer.close()
+    }
+
+    func testStatsDescribeTheQueue() throws {
+        let server = try server(TestServer.sequence([], then: .respond(503)))
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.uploadOptions.backoffBase = 60 }
+        buffer.add(log: .test("stored"))
+        buffer.add(span: .test("stored", trace: TraceID(high: 1, low: 2)))
+        buffer.flush()
+        buffer.add(log: .test("buffered"))
+        buffer.add(log: .test(String(repeating: "z", count: 2 << 20)))
+        eventually { if case .backingOff = buffer.stats().upload { return true } else { return false } }
+        let stats = buffer.stats()
+        XCTAssertEqual(stats.stored["log"]?.envelopes, 1)
+        XCTAssertEqual(stats.stored["log"]?.items, 1)
+        XCTAssertEqual(stats.stored["span"]?.items, 1)
+        XCTAssertGreaterThan(stats.stored["span"]?.bytes ?? 0, 100)
+        XCTAssertNotNil(stats.oldestEnvelopeAge)
+        XCTAssertEqual(stats.bufferedItems, 1)
+        XCTAssertEqual(stats.drops["invalid/log_item"], 1)
+        buffer.close()
+        XCTAssertEqual(buffer.stats().upload, .disabled, "closed")
+    }
+
     /// The uploading process dies (SIGKILL) while the server holds its request; a new process sends the
     /// envelope again: at most one extra send, nothing lost.
     func testAnUploadKilledMidRequestIsResentAtMostOnce() throws {
-        let server = try TestServer(script: TestServer.sequence([.hang(seconds: 3)]))
+        let server = try server(TestServer.sequence([.hang(seconds: 3)]))
         defer { server.stop() }
         let dsn = dsn(server)
         let stress = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", dsn, "--count", "30"])
