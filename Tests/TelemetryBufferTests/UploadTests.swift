@@ -231,13 +231,15 @@ final class UploadTests: XCTestCase {
     }
 
     func testASlowServerTimesOutAndTheEnvelopeIsRetried() throws {
-        let server = try server(TestServer.sequence([.respond(200, after: 2)]))
+        let server = try server(TestServer.sequence([.respond(200, after: 3)]))
         defer { server.stop() }
-        let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 0.3 }
+        let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 1 }
         buffer.add(log: .test("slow"))
         buffer.flush()
         eventually { stored(buffer) == 0 }
-        XCTAssertEqual(server.requests.withLock { $0.count }, 2, "timed out once, then sent again")
+        // The first answer comes after the timeout, so the envelope was sent again (more than once on a
+        // machine slow enough for a normal request to time out too, as under ThreadSanitizer).
+        XCTAssertGreaterThanOrEqual(server.requests.withLock { $0.count }, 2, "timed out, then sent again")
         buffer.close()
     }
 
