@@ -36,9 +36,8 @@ public final class TelemetryBuffer: Sendable {
     private let crash: CrashRegistration?
     private let uploader: Uploader?
     private let files: FileTransport?
+    /// Rate limits, and the server's refusal of the DSN (401, 403, 404), checked by every add.
     private let limits = RateLimits()
-    /// Set when the server refuses this DSN for good (401, 403, 404): every later add is dropped.
-    private let refused = Locked(false)
     private let maxPayloadBytes: Int
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
@@ -176,12 +175,8 @@ public final class TelemetryBuffer: Sendable {
 
     @inline(__always)
     private func submit(_ category: ItemCategory, _ payload: UnsafeRawBufferPointer, traceID: TraceID?) -> Bool {
-        guard !refused.withLock({ $0 }) else {
-            reports.recordDrop(of: category, bytes: payload.count, reason: .sendError)
-            return false
-        }
-        guard limits.allows(RateLimits.Category(category)) else {
-            reports.recordDrop(of: category, bytes: payload.count, reason: .ratelimitBackoff)
+        if let refusal = limits.refusal(for: RateLimits.Category(category)) {
+            reports.recordDrop(of: category, bytes: payload.count, reason: refusal)
             return false
         }
         guard payload.count <= maxPayloadBytes else {
@@ -241,7 +236,7 @@ public final class TelemetryBuffer: Sendable {
 
     /// The server refused the DSN for good: refuse later items; for an invalid key also drop what is stored.
     private func serverStopped(_ reason: UploadStop) {
-        refused.withLock { $0 = true }
+        limits.refuseAll()
         guard case .invalidKey = reason else { return }
         queue.async { [self] in
             strategy.close()

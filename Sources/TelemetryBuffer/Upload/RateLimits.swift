@@ -1,10 +1,11 @@
 import CTelemetrySignals
 import Foundation
 
-/// The rate limits Sentry set for one DSN: a deadline per category this library sends, and one for all.
+/// What Sentry allows for one DSN: a rate-limit deadline per category this library sends, one for all,
+/// and whether the server refused the DSN for good (401, 403, 404).
 ///
-/// Responses update it (on the upload queue); `add` reads it on the calling thread with two atomic loads,
-/// and asks the clock only while a limit is set.
+/// Responses update it (on the upload queue); `add` asks `refusal(for:)` on the calling thread: three
+/// atomic loads, and the clock only while a limit is set.
 /// (`@unchecked`: the deadlines are only ever touched with atomic loads and stores.)
 final class RateLimits: @unchecked Sendable {
     /// The categories a limit can name that concern this library.
@@ -23,12 +24,23 @@ final class RateLimits: @unchecked Sendable {
         init(_ item: ItemCategory) { self = item == .log ? .logItem : .span }
     }
 
-    /// µs since 1970 until which each category is limited; 0 when it is not.
-    private let deadlines = UnsafeMutablePointer<UInt64>.allocate(capacity: Category.allCases.count)
+    /// µs since 1970 until which each category is limited (0 when it is not), then the refusal flag.
+    private let deadlines = UnsafeMutablePointer<UInt64>.allocate(capacity: Category.allCases.count + 1)
+    private var refused: UnsafeMutablePointer<UInt64> { deadlines + Category.allCases.count }
 
-    init() { deadlines.initialize(repeating: 0, count: Category.allCases.count) }
+    init() { deadlines.initialize(repeating: 0, count: Category.allCases.count + 1) }
 
     deinit { deadlines.deallocate() }
+
+    /// Why an item of `category` may not be buffered now, or `nil` if it may.
+    @inline(__always)
+    func refusal(for category: Category) -> DiscardReason? {
+        if tb_load_acquire_u64(refused) != 0 { return .sendError }
+        return allows(category) ? nil : .ratelimitBackoff
+    }
+
+    /// The server refused the DSN for good: every later item is refused.
+    func refuseAll() { tb_store_release_u64(refused, 1) }
 
     /// Whether items of `category` may be sent (or buffered) at `now`.
     @inline(__always)
