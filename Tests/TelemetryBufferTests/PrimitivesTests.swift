@@ -30,6 +30,17 @@ final class CRC32CTests: XCTestCase {
             XCTAssertEqual(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[4...]), continuing: first), 0xE306_9283)
         }
         XCTAssertEqual([UInt8](repeating: 0, count: 32).withUnsafeBytes { CRC32C.checksum($0) }, 0x8A91_36AA)
+        XCTAssertEqual(bytes.withUnsafeBytes { CRC32C.portable($0) }, 0xE306_9283)
+    }
+
+    func testTheInstructionAndTheTableAgree() {
+        for length in [0, 1, 7, 8, 9, 63, 64, 65, 1000, 4099] {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255) }
+            bytes.withUnsafeBytes { raw in
+                XCTAssertEqual(CRC32C.checksum(raw, continuing: 0x1234_5678), CRC32C.portable(raw, continuing: 0x1234_5678),
+                               "length \(length)")
+            }
+        }
     }
 }
 

@@ -4,8 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Code that must stay async-signal-safe, which Swift cannot promise: the atomics a crash handler reads
-// lists with, and the crash handler itself. Swift has no atomics for iOS 13, so these are C11 builtins.
+// What Swift cannot do itself: the atomics a crash handler reads lists with (Swift has none for iOS 13),
+// the async-signal-safe crash handler, and CRC-32C with the CPU's instruction.
 
 /// Publishes `value` (a committed length) after every earlier store to the record bytes.
 static inline void tb_store_release_u64(uint64_t *address, uint64_t value) {
@@ -81,5 +81,12 @@ void tb_crash_unregister(int slot);
 /// has one at least that large. Without one, a stack overflow on the thread cannot run any handler.
 /// Returns 0, or an errno value.
 int tb_crash_install_alternate_stack(void);
+
+/// Whether `tb_crc32c` may be called: the CPU has a CRC-32C instruction this build can use.
+int tb_crc32c_available(void);
+
+/// Continues CRC-32C (0 to start) over `count` bytes with the CPU's instruction; same results as the
+/// portable table version. Call only when `tb_crc32c_available()`.
+uint32_t tb_crc32c(uint32_t crc, const void *bytes, size_t count);
 
 #endif

@@ -53,7 +53,13 @@ struct JSONWriter {
     mutating func raw(_ bytes: UnsafeRawBufferPointer) {
         guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
         reserve(bytes.count)
-        (base + count).update(from: source.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        if bytes.count <= 32 {
+            // Most writes are a few bytes of punctuation or a key: cheaper inline than a memcpy call.
+            let from = source.assumingMemoryBound(to: UInt8.self)
+            for index in 0..<bytes.count { base[count &+ index] = from[index] }
+        } else {
+            (base + count).update(from: source.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        }
         count &+= bytes.count
     }
 
@@ -74,13 +80,21 @@ struct JSONWriter {
     }
 
     private mutating func escaped(_ bytes: UnsafeRawBufferPointer) {
-        // Most strings need no escape: reserve for that, then copy runs of plain bytes.
+        // Most strings need no escape: reserve for that, skip clean words eight bytes at a time, and copy
+        // runs of plain bytes whole.
         reserve(bytes.count)
         var runStart = 0
-        for index in 0..<bytes.count {
+        var index = 0
+        while index < bytes.count {
+            if bytes.count &- index >= 8,
+               !Self.needsEscape(UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))) {
+                index &+= 8
+                continue
+            }
             let byte = bytes[index]
+            index &+= 1
             guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
-            raw(UnsafeRawBufferPointer(rebasing: bytes[runStart..<index]))
+            raw(UnsafeRawBufferPointer(rebasing: bytes[runStart..<index &- 1]))
             switch byte {
             case 0x22: pair(0x5C, 0x22)
             case 0x5C: pair(0x5C, 0x5C)
@@ -93,9 +107,19 @@ struct JSONWriter {
                 raw("\\u00")
                 pair(HexDigits.digit(byte >> 4), HexDigits.digit(byte & 0xF))
             }
-            runStart = index &+ 1
+            runStart = index
         }
         raw(UnsafeRawBufferPointer(rebasing: bytes[runStart...]))
+    }
+
+    /// Whether any of the eight bytes is `"`, `\` or below 0x20 (exact, branch-free: a byte is zero after
+    /// the XOR, or below the bound, exactly when its high bit survives the subtraction and the mask).
+    @inline(__always)
+    private static func needsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (0x22 &* ones), backslash = word ^ (0x5C &* ones)
+        let found = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word)
+        return found & highs != 0
     }
 
     @inline(__always)
@@ -162,13 +186,25 @@ struct JSONWriter {
         count &+= digits
     }
 
-    /// Writes `digits` lowercase hex digits of `value` (most significant first), without quotes.
-    mutating func hex(_ value: UInt64, digits: Int = 16) {
-        reserve(digits)
-        for index in 0..<digits {
-            let shift = UInt64(4 * (digits - 1 - index))
-            base[count &+ index] = HexDigits.digit(UInt8(truncatingIfNeeded: value >> shift) & 0xF)
+    /// Writes the 16 lowercase hex digits of `value` (most significant first), without quotes.
+    mutating func hex(_ value: UInt64) {
+        reserve(16)
+        let pairs = Self.hexPairs.utf8Start
+        for index in 0..<8 {
+            let byte = Int(truncatingIfNeeded: value >> UInt64(56 &- 8 &* index)) & 0xFF
+            base[count &+ 2 &* index] = pairs[2 &* byte]
+            base[count &+ 2 &* index &+ 1] = pairs[2 &* byte &+ 1]
         }
-        count &+= digits
+        count &+= 16
     }
+
+    /// The two hex digits of every byte value, in order.
+    private static let hexPairs: StaticString = """
+        000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f\
+        303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f\
+        606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f\
+        909192939495969798999a9b9c9d9e9fa0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf\
+        c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedfe0e1e2e3e4e5e6e7e8e9eaebecedeeef\
+        f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff
+        """
 }

@@ -36,7 +36,11 @@ public struct Attributes: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     }
 
     /// Whether `key` is present.
-    public func contains(_ key: String) -> Bool { elements.contains { $0.key == key } }
+    public func contains(_ key: String) -> Bool {
+        // Lengths first: O(1) for native strings, and most keys differ in length.
+        let length = key.utf8.count
+        return elements.contains { $0.key.utf8.count == length && $0.key == key }
+    }
 
     /// The number of attributes.
     public var count: Int { elements.count }

@@ -1,0 +1,181 @@
+import Benchmark
+import Foundation
+import GRDB
+import TelemetryBuffer
+
+// `BENCHMARK_SMOKE=1`: a few iterations of each benchmark, to check they build and run (CI).
+let smoke = ProcessInfo.processInfo.environment["BENCHMARK_SMOKE"] != nil
+
+/// The typical log: an 80-character body with a quote, five attributes (string, integer, double,
+/// boolean, string). Built once, outside every measured region.
+let typicalLog = Log(
+    level: .info, body: #"Checkout "express" finished for order 7341 after 3 retries; cart had 12 items."#,
+    traceID: TraceID(high: 0x4F2B_8E1C_9A7D_43E6, low: 0xB0C5_D1E2_F3A4_B5C6), spanID: SpanID(0x9C1D_2E3F_4A5B_6C7D),
+    timestamp: Date(timeIntervalSince1970: 1_767_261_600.125),
+    attributes: ["http.route": "/checkout", "http.status_code": 200, "duration.ms": 412.75, "cache.hit": true, "user.tier": "gold"])
+
+let typicalSpan = Span(
+    traceID: typicalLog.traceID, spanID: SpanID(0x0A1B_2C3D_4E5F_6A7B), parentSpanID: SpanID(0x9C1D_2E3F_4A5B_6C7D),
+    name: "GET /cart", status: .ok, isSegment: false,
+    startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.9), endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.35),
+    attributes: ["sentry.op": "http.client", "http.response.status_code": 200, "server.address": "api.example.com"])
+
+/// A fresh folder for one benchmark's files.
+func temporaryFolder(_ name: String) -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("tb-bench-\(name)-\(getpid())")
+    try? FileManager.default.removeItem(at: url)
+    try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+func makeBuffer(_ strategy: Options.Strategy, folder: URL, dsn: String = "https://key@o1.ingest.example.com/1") -> TelemetryBuffer {
+    var options = Options(dsn: dsn)
+    options.cacheDirectory = folder
+    options.strategy = strategy
+    options.upload = false
+    options.flushInterval = 30
+    options.maxCachedEnvelopes = 100_000
+    return try! TelemetryBuffer(options: options)
+}
+
+/// Measures one call of `add` per iteration, in steady state inside a batch: every 98 adds the batch is
+/// flushed and its first add (which wakes the background queue) is made, outside the measured region,
+/// so no limit is reached while measuring.
+final class SteadyAdder: @unchecked Sendable {
+    let buffer: TelemetryBuffer
+    private var count = 0
+
+    init(_ buffer: TelemetryBuffer) { self.buffer = buffer }
+
+    func prepare() {
+        if count % 98 == 0 {
+            buffer.flush()
+            buffer.add(log: typicalLog)
+        }
+        count += 1
+    }
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .mallocCountTotal, .throughput],
+        timeUnits: .nanoseconds,
+        warmupIterations: smoke ? 1 : 1000,
+        maxDuration: smoke ? .milliseconds(20) : .seconds(3),
+        maxIterations: smoke ? 10 : 200_000)
+
+    // What one measurement costs by itself (clock and counters read at start and stop): every
+    // single-call benchmark below includes it.
+    Benchmark("harness overhead (empty measurement)") { benchmark in
+        benchmark.startMeasurement()
+        benchmark.stopMeasurement()
+    }
+
+    // 1. add(log:) per strategy, and create + add.
+    for strategy in Options.Strategy.allCases {
+        Benchmark("add(log:) \(strategy.rawValue)") { benchmark, adder in
+            adder.prepare()
+            benchmark.startMeasurement()
+            blackHole(adder.buffer.add(log: typicalLog))
+            benchmark.stopMeasurement()
+        } setup: {
+            SteadyAdder(makeBuffer(strategy, folder: temporaryFolder("add-\(strategy)")))
+        }
+    }
+
+    Benchmark("create + add(log:) doubleRotatingBuffer") { benchmark, adder in
+        adder.prepare()
+        benchmark.startMeasurement()
+        blackHole(adder.buffer.add(log: Log(
+            level: .info, body: #"Checkout "express" finished for order 7341 after 3 retries; cart had 12 items."#,
+            traceID: typicalLog.traceID, spanID: typicalLog.spanID,
+            attributes: ["http.route": "/checkout", "http.status_code": 200, "duration.ms": 412.75, "cache.hit": true,
+                         "user.tier": "gold"])))
+        benchmark.stopMeasurement()
+    } setup: {
+        SteadyAdder(makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("create-add")))
+    }
+
+    // 2. add(span:).
+    Benchmark("add(span:) doubleRotatingBuffer") { benchmark, adder in
+        adder.prepare()
+        benchmark.startMeasurement()
+        blackHole(adder.buffer.add(span: typicalSpan))
+        benchmark.stopMeasurement()
+    } setup: {
+        SteadyAdder(makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("add-span")))
+    }
+
+    // 3. Two threads adding at once: 2 × 49 adds per iteration.
+    Benchmark("two threads add(log:) doubleRotatingBuffer",
+              configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one)) { benchmark, buffer in
+        buffer.flush()
+        benchmark.startMeasurement()
+        DispatchQueue.concurrentPerform(iterations: 2) { _ in
+            for _ in 0..<49 { blackHole(buffer.add(log: typicalLog)) }
+        }
+        benchmark.stopMeasurement()
+    } setup: {
+        makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("two-threads"))
+    }
+
+    // 4. The background cost of a flush: a list of ~1 MiB of spans to a published envelope.
+    Benchmark("flush of a full list doubleRotatingBuffer",
+              configuration: .init(metrics: [.wallClock, .mallocCountTotal], timeUnits: .microseconds,
+                                   warmupIterations: smoke ? 0 : 3, maxIterations: smoke ? 2 : 200)) { benchmark, buffer in
+        for _ in 0..<990 { buffer.add(span: largeSpan) }
+        benchmark.startMeasurement()
+        buffer.flush()
+        benchmark.stopMeasurement()
+    } setup: {
+        makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("flush"))
+    }
+
+    // 5. Start-up recovery of two full lists and their two caches.
+    Benchmark("recovery of two full lists and caches",
+              configuration: .init(metrics: [.wallClock, .mallocCountTotal], timeUnits: .microseconds,
+                                   warmupIterations: smoke ? 0 : 3, maxIterations: smoke ? 2 : 200)) { benchmark, template in
+        let folder = temporaryFolder("recovery-run")
+        let dsnFolder = folder.appendingPathComponent(template.dsnFolderName).appendingPathComponent("telemetry-buffer")
+        try! FileManager.default.createDirectory(at: dsnFolder, withIntermediateDirectories: true)
+        for name in template.files { try! FileManager.default.copyItem(at: template.folder.appendingPathComponent(name),
+                                                                      to: dsnFolder.appendingPathComponent(name)) }
+        benchmark.startMeasurement()
+        let buffer = makeBuffer(.doubleRotatingBuffer, folder: folder, dsn: template.dsn)
+        benchmark.stopMeasurement()
+        precondition(buffer.recovery.items == template.items, "recovered \(buffer.recovery.items) of \(template.items)")
+        buffer.close()
+        try? FileManager.default.removeItem(at: folder)
+    } setup: {
+        RecoveryTemplate()
+    }
+
+    // 6. Baselines on the same payload, measured the same way.
+    Benchmark("baseline JSONEncoder + copy") { benchmark, sink in
+        benchmark.startMeasurement()
+        sink.copy(try! sink.encoder.encode(CodableLog(typicalLog)))
+        benchmark.stopMeasurement()
+    } setup: {
+        MappedSink()
+    }
+
+    Benchmark("floor hand encode + lock + memcpy") { benchmark, sink in
+        benchmark.startMeasurement()
+        sink.handEncodeAndCopy(typicalLog)
+        benchmark.stopMeasurement()
+    } setup: {
+        MappedSink()
+    }
+
+    for mode in SQLiteQueue.Mode.allCases {
+        Benchmark("baseline SQLite insert \(mode.rawValue)",
+                  configuration: .init(metrics: [.wallClock, .mallocCountTotal, .throughput],
+                                       maxIterations: smoke ? 5 : 3000)) { benchmark, queue in
+            benchmark.startMeasurement()
+            queue.insert()
+            benchmark.stopMeasurement()
+        } setup: {
+            SQLiteQueue(mode)
+        }
+    }
+}

@@ -1,0 +1,26 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// The benchmarks live in their own package so the library keeps no dependencies.
+let package = Package(
+    name: "TelemetryBufferBenchmarks",
+    platforms: [.macOS(.v13)],
+    dependencies: [
+        // A link to the repository root, so the dependency is named TelemetryBuffer whatever the clone is called.
+        .package(path: "TelemetryBuffer"),
+        .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "TelemetryBufferBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "TelemetryBuffer", package: "TelemetryBuffer"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Benchmarks/TelemetryBufferBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
+    ]
+)
