@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs every benchmark once (release build) and prints the budget table, every ratio from that one run.
+# Extra arguments go to the benchmark command. The full output is kept in .build/benchmark-run.md.
+set -euo pipefail
+cd "$(dirname "$0")"
+swift package --disable-sandbox benchmark --no-progress --format markdown "$@" > .build/benchmark-run.md
+python3 ratios.py < .build/benchmark-run.md
