@@ -88,12 +88,16 @@ final class BufferFolder: @unchecked Sendable {
         return .init(state: .publishing, firstEnvelope: UInt32(nextEnvelope), envelopeCount: UInt16(count))
     }
 
-    /// Writes envelopes as `envelope-<first+i>`, each atomic and durable.
+    /// Writes envelopes as `envelope-<first+i>`, each atomic, all durable on return (one `fsync` of the
+    /// folder after the files' own).
     func stage(_ envelopes: [Envelope], as publication: RecordFraming.Publication) throws {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
         for (offset, envelope) in envelopes.enumerated() {
-            try writeAtomically(envelope.bytes, name: Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset)))
+            let name = Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset))
+            try FileSystem.writeAtomically(envelope.bytes, name: name, temporaryName: "." + name + Self.temporarySuffix,
+                                           directoryFD: fd, directoryPath: path, syncDirectory: false)
         }
+        guard fsync(fd) == 0 else { throw FileSystem.error("fsync", path) }
     }
 
     /// Removes the staged envelopes a marker names (an interrupted publication).
@@ -105,19 +109,19 @@ final class BufferFolder: @unchecked Sendable {
     /// folder, or `send` then delete for any other transport (at least once across a crash in between).
     func moveStaged(to transport: any Transport, diagnostics: Diagnostics) {
         guard !isReleased else { return }
-        for (position, (_, name)) in stagedEnvelopes().enumerated() {
-            if position == 1 { Failpoint.moveOne.hit() }
-            let file = path + "/" + name
-            do {
-                if let files = transport as? FileTransport {
-                    try files.adopt(file)
-                } else {
+        let files = stagedEnvelopes().map { path + "/" + $0.name }
+        guard !files.isEmpty else { return }
+        do {
+            if let folder = transport as? FileTransport {
+                try folder.adopt(files)
+            } else {
+                for file in files {
                     try transport.send(Envelope(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: file)))))
-                    remove(name)
+                    remove(URL(fileURLWithPath: file).lastPathComponent)
                 }
-            } catch {
-                return diagnostics.log(.error, "could not move staged \(name) to the transport: \(error)")
             }
+        } catch {
+            diagnostics.log(.error, "could not move staged envelopes to the transport: \(error)")
         }
     }
 

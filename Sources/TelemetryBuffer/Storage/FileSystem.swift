@@ -35,10 +35,12 @@ enum FileSystem {
     }
 
     /// Writes `bytes` to `name` in the directory `directoryFD` atomically and durably: a temporary file
-    /// in the same directory, `fsync`, `rename`, then `fsync` of the directory. A reader listing the
-    /// directory sees either no file or the whole file, never a part; after a power loss, the same.
+    /// in the same directory, `fsync`, `rename`, then `fsync` of the directory (unless the caller syncs
+    /// the directory once after several files). A reader listing the directory sees either no file or the
+    /// whole file, never a part; after a power loss, the same.
     static func writeAtomically(
-        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: Int32, directoryPath: String
+        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: Int32, directoryPath: String,
+        syncDirectory: Bool = true
     ) throws {
         let fd = openat(directoryFD, temporaryName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw error("open", directoryPath + "/" + temporaryName) }
@@ -53,7 +55,7 @@ enum FileSystem {
             throw error("rename", directoryPath + "/" + name)
         }
         renamed = true
-        guard fsync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
+        guard !syncDirectory || fsync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
     }
 
     /// `write` until every byte is written, retrying on EINTR and short writes.

@@ -79,16 +79,19 @@ public final class FileTransport: Transport, @unchecked Sendable {
         stored.withLock { $0 }?()
     }
 
-    /// Moves a complete envelope file (on the same file system) into the folder under a new name:
-    /// a rename, so it appears whole, then `fsync` of the folder; then evicts beyond the limit.
-    func adopt(_ file: String) throws {
+    /// Moves complete envelope files (on the same file system), in order, into the folder under new
+    /// names: renames, so each appears whole, then one `fsync` of the folder; then evicts beyond the limit.
+    func adopt(_ files: [String]) throws {
         try state.withLock { state in
-            let name = Self.name(now: Date(), counter: state.counter)
-            state.counter &+= 1
-            let target = directory.path + "/" + name
-            guard rename(file, target) == 0 else { throw FileSystem.error("rename", target) }
+            for (position, file) in files.enumerated() {
+                if position == 1 { Failpoint.moveOne.hit() }
+                let name = Self.name(now: Date(), counter: state.counter)
+                state.counter &+= 1
+                let target = directory.path + "/" + name
+                guard rename(file, target) == 0 else { throw FileSystem.error("rename", target) }
+                state.names.append(name)
+            }
             guard fsync(directoryFD) == 0 else { throw FileSystem.error("fsync", directory.path) }
-            state.names.append(name)
         }
         evictOverflow()
         stored.withLock { $0 }?()
