@@ -136,6 +136,8 @@ public final class TelemetryBuffer: Sendable {
 
     deinit {
         scheduler.cancel()
+        // Its pending wake-ups would keep the uploader working for a buffer that is gone.
+        uploader?.stop()
         // Items the app added but never flushed: forward them, keeping the strategy (and its crash
         // registration, which points into it) alive for it.
         LiveBuffers.release(ObjectIdentifier(self), finalForward: { [strategy, crash] in
@@ -222,8 +224,9 @@ public final class TelemetryBuffer: Sendable {
     }
 
     /// Forwards everything like `flush()`, then rejects every later item (each rejection counted as
-    /// `buffer_overflow`) and releases the DSN's folder, so a new buffer may open it. Calling it again
-    /// does nothing more.
+    /// `buffer_overflow`), stops the uploader (after a request under way; what is stored is sent by the
+    /// next buffer on this DSN) and releases the DSN's folder, so a new buffer may open it. Calling it
+    /// again does nothing more.
     public func close() {
         onQueue {
             strategy.close()

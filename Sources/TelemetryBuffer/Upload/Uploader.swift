@@ -79,9 +79,12 @@ final class Uploader: @unchecked Sendable {
 
     private func set(_ state: UploadState) { current.withLock { $0 = state } }
 
-    /// Stops for good without a reason from the server (the buffer closed); waits for a request under way.
+    /// Stops for good without a reason from the server: no request starts after this call.
+    func stop() { closed.withLock { $0 = true } }
+
+    /// Stops like `stop()` and waits for a request under way (the buffer closed).
     func close() {
-        closed.withLock { $0 = true }
+        stop()
         queue.sync { set(.disabled) }
     }
 
