@@ -13,17 +13,14 @@ struct EnvelopeReader {
         var description: String { "malformed envelope at byte \(offset): \(reason)" }
     }
 
-    /// One item: its header fields and where its payload lies.
+    /// One item: its type, its `item_count` and where its payload lies.
     struct Item {
         var type: String
         var itemCount: Int?
-        var header: [String: Any]
         var payload: Range<Int>
     }
 
-    /// The envelope header's fields.
-    var header: [String: Any]
-    /// The items in order.
+    /// The items in order (the headers are checked to be JSON objects, not kept).
     var items: [Item]
 
     init(_ bytes: [UInt8]) throws {
@@ -37,7 +34,7 @@ struct EnvelopeReader {
             offset = min(end + 1, bytes.count)
             return fields
         }
-        do { header = try line() } catch let error as Malformed { throw error } catch {
+        do { _ = try line() } catch let error as Malformed { throw error } catch {
             throw Malformed(offset: 0, reason: "the envelope header is not JSON")
         }
         items = []
@@ -64,7 +61,7 @@ struct EnvelopeReader {
                 }
                 offset += 1
             }
-            items.append(Item(type: type, itemCount: fields["item_count"] as? Int, header: fields, payload: payload))
+            items.append(Item(type: type, itemCount: fields["item_count"] as? Int, payload: payload))
         }
     }
 

@@ -1,12 +1,10 @@
 import Foundation
 
-/// Why an item was dropped, as named in Sentry client reports.
+/// Why an item was dropped, as named in Sentry client reports: the reasons this library has drop points for.
 enum DiscardReason: String, Sendable, CaseIterable {
     case bufferOverflow = "buffer_overflow"
     case cacheOverflow = "cache_overflow"
-    case queueOverflow = "queue_overflow"
     case ratelimitBackoff = "ratelimit_backoff"
-    case networkError = "network_error"
     case sendError = "send_error"
     case internalSDKError = "internal_sdk_error"
     case invalid = "invalid"
