@@ -83,6 +83,17 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // The add that starts a batch: it also wakes the background queue (flush timer, IO cache).
+    Benchmark("first add(log:) of a batch doubleRotatingBuffer",
+              configuration: .init(metrics: [.wallClock, .mallocCountTotal], maxIterations: smoke ? 10 : 5000)) { benchmark, buffer in
+        buffer.flush()
+        benchmark.startMeasurement()
+        blackHole(buffer.add(log: typicalLog))
+        benchmark.stopMeasurement()
+    } setup: {
+        makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("first-add"))
+    }
+
     Benchmark("create + add(log:) doubleRotatingBuffer") { benchmark, adder in
         adder.prepare()
         benchmark.startMeasurement()

@@ -24,6 +24,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let transport: any Transport
     private let io: DispatchQueue
     private let ioTimer: DispatchSourceTimer
+    /// Wakes `io` from `add` (first item of a batch) without allocating.
+    private let ioWake: DispatchSourceUserDataOr
     private let ioInterval: DispatchTimeInterval
     /// Touched only on `io`.
     private var ioArmed = false
@@ -43,24 +45,30 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         ioInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
         ioTimer = DispatchSource.makeTimerSource(queue: io)
+        ioWake = DispatchSource.makeUserDataOrSource(queue: io)
         ioTimer.schedule(deadline: .distantFuture)
         ioTimer.setEventHandler { [weak self] in self?.mirror() }
         ioTimer.resume()
+        ioWake.setEventHandler { [weak self] in self?.armMirror() }
+        ioWake.resume()
     }
 
-    deinit { ioTimer.cancel() }
+    deinit {
+        ioTimer.cancel()
+        ioWake.cancel()
+    }
 
     func append(_ item: EncodedItem) -> AppendOutcome {
         let outcome = regions.append(item)
-        if case .accepted(startTimer: true, _) = outcome {
-            io.async { [self] in
-                if !ioArmed {
-                    ioArmed = true
-                    ioTimer.schedule(deadline: .now() + ioInterval, repeating: ioInterval)
-                }
-            }
-        }
+        if case .accepted(startTimer: true, _) = outcome { ioWake.or(data: 1) }
         return outcome
+    }
+
+    /// IO queue: starts copying the active list every `ioSyncInterval`.
+    private func armMirror() {
+        guard !ioArmed else { return }
+        ioArmed = true
+        ioTimer.schedule(deadline: .now() + ioInterval, repeating: ioInterval)
     }
 
     /// IO queue: copies the active list's new records into its cache and makes them durable; stops the

@@ -9,6 +9,10 @@ final class FlushScheduler: @unchecked Sendable {
     private let interval: DispatchTimeInterval
     private let strategy: any BufferStrategy
     private let timer: DispatchSourceTimer
+    /// Wakes the queue from `add` without allocating: bits are OR-ed into the source, and one event
+    /// handler run sees them all.
+    private let wake: DispatchSourceUserDataOr
+    private static let startTimer: UInt = 1, forwardNow: UInt = 2
     private var armed = false
 
     init(queue: DispatchQueue, interval: Double, strategy: any BufferStrategy) {
@@ -16,20 +20,26 @@ final class FlushScheduler: @unchecked Sendable {
         self.interval = .microseconds(Int((interval * 1_000_000).rounded()))
         self.strategy = strategy
         timer = DispatchSource.makeTimerSource(queue: queue)
+        wake = DispatchSource.makeUserDataOrSource(queue: queue)
         timer.schedule(deadline: .distantFuture)
         timer.setEventHandler { [weak self] in self?.timerFired() }
         timer.resume()
+        wake.setEventHandler { [weak self] in self?.woken() }
+        wake.resume()
     }
 
-    /// Called from `add` once per batch or limit; the only allocation `add` makes, and not per item.
+    /// Called from `add` for the first item of a batch or at a limit: an atomic OR, no allocation.
     func notify(startTimer: Bool, forwardNow: Bool) {
-        queue.async { [self] in
-            if forwardNow {
-                strategy.forward(everything: false)
-                settle()
-            } else if startTimer, !armed, !strategy.isEmpty {
-                arm()
-            }
+        wake.or(data: (startTimer ? Self.startTimer : 0) | (forwardNow ? Self.forwardNow : 0))
+    }
+
+    private func woken() {
+        let reasons = wake.data
+        if reasons & Self.forwardNow != 0 {
+            strategy.forward(everything: false)
+            settle()
+        } else if reasons & Self.startTimer != 0, !armed, !strategy.isEmpty {
+            arm()
         }
     }
 
@@ -45,7 +55,10 @@ final class FlushScheduler: @unchecked Sendable {
         timer.schedule(deadline: .distantFuture)
     }
 
-    func cancel() { timer.cancel() }
+    func cancel() {
+        timer.cancel()
+        wake.cancel()
+    }
 
     private func timerFired() {
         armed = false
