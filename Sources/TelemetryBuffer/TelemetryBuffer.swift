@@ -73,6 +73,8 @@ public final class TelemetryBuffer: Sendable {
             directory: directory.appendingPathComponent("envelopes", isDirectory: true),
             maxEnvelopes: options.maxCachedEnvelopes, maxAge: options.maxEnvelopeAge,
             reports: reports, diagnostics: diagnostics)
+        let files = transport as? FileTransport
+        self.files = files
         let envelopes = EnvelopeEncoder(
             dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
             sampling: .init(publicKey: dsn.publicKey, sampleRate: options.tracesSampleRate,
@@ -98,7 +100,7 @@ public final class TelemetryBuffer: Sendable {
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
         if options.crashDetection, let state = strategy.crashState {
             let output: CrashPlan.Output, target: String
-            if state.asEnvelopes, let files = transport as? FileTransport {
+            if state.asEnvelopes, let files {
                 (output, target) = (.envelopes(envelopes, maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch),
                                     files.directory.path)
             } else {
@@ -113,7 +115,6 @@ public final class TelemetryBuffer: Sendable {
 
         queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
         scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, strategy: strategy)
-        files = transport as? FileTransport
         if options.upload, let files {
             uploader = Uploader(
                 files: files, client: options.httpClient ?? URLSessionHTTPClient(timeout: options.uploadOptions.requestTimeout),
@@ -164,8 +165,8 @@ public final class TelemetryBuffer: Sendable {
 
     /// Buffers a finished span. Callable from any thread; never waits on disk I/O.
     ///
-    /// - Returns: `true` once the buffer holds the span; `false` if it was dropped (see `add(log:)`; on
-    ///   overflow the span's whole trace is dropped from the batch). Every drop is counted.
+    /// - Returns: `true` once the buffer holds the span; `false` if it was dropped (see `add(log:)`; a span
+    ///   dropped on overflow also drops the later spans of its trace in that batch). Every drop is counted.
     @discardableResult
     public func add(span: Span) -> Bool {
         let scratch = EncodingScratch.current()
@@ -211,7 +212,7 @@ public final class TelemetryBuffer: Sendable {
     /// - Returns: `true` if the forward finished in time; `false` if it is still running in the background.
     @discardableResult
     public func flush(timeout: TimeInterval) -> Bool {
-        if DispatchQueue.getSpecific(key: Self.onQueue) == ObjectIdentifier(self) {
+        if isOnQueue {
             scheduler.forwardEverything()
             return true
         }
@@ -254,7 +255,8 @@ public final class TelemetryBuffer: Sendable {
     }
 
     /// A snapshot of the queue: stored envelopes by kind, the oldest one's age, buffered items, every
-    /// drop since start by reason and category, and the upload state.
+    /// drop since start by reason and category, and the upload state. It reads the envelope folder on the
+    /// calling thread: call it for diagnostics, not on a hot path.
     public func stats() -> QueueStats {
         var stored: [String: QueueStats.Stored] = [:]
         var oldest: Date?
@@ -285,20 +287,19 @@ public final class TelemetryBuffer: Sendable {
 
     /// Runs `body` on the background queue and waits for it (inline when already there).
     private func onQueue(_ body: () -> Void) {
-        if DispatchQueue.getSpecific(key: Self.onQueue) == ObjectIdentifier(self) {
-            body()
-        } else {
-            queue.sync(execute: body)
-        }
+        if isOnQueue { body() } else { queue.sync(execute: body) }
     }
+
+    /// Whether the caller runs on this buffer's background queue (so waiting for it would deadlock).
+    private var isOnQueue: Bool { DispatchQueue.getSpecific(key: Self.onQueue) == ObjectIdentifier(self) }
 
     /// Gives the calling thread an alternate signal stack (128 KiB), so that a stack overflow on it can
     /// still run the crash handler. A thread's own stack is what overflows, so without one the handler
-    /// cannot run there and the crash goes unseen. The thread that creates the first buffer gets one
-    /// automatically; call this at the start of long-lived threads your app creates. It keeps a larger
-    /// stack the thread already has.
+    /// cannot run there and the crash goes unseen. A thread that creates a buffer gets one automatically;
+    /// call this at the start of other long-lived threads your app creates. A stack of at least 128 KiB
+    /// the thread already has is kept; a smaller one is replaced (not freed).
     ///
-    /// - Returns: `true` if the thread has an alternate stack of at least 64 KiB afterwards.
+    /// - Returns: `true` if the thread has an alternate stack of at least 128 KiB afterwards.
     @discardableResult
     public static func installAlternateSignalStack() -> Bool {
         tb_crash_install_alternate_stack() == 0

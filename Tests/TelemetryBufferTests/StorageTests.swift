@@ -161,7 +161,7 @@ final class StorageTests: XCTestCase {
     func testRotatingRegionsCutATraceAtTheOverflowAndKeepWhatTheyAccepted() throws {
         let regions = RotatingRegions(RecordRegion(recordCapacity: 400, kind: .memoryList),
                                       RecordRegion(recordCapacity: 400, kind: .memoryList),
-                                      limits: .init(logs: 100, spans: 100))
+                                      maxLogs: 100, maxSpans: 100)
         let doomed = TraceID(high: 1, low: 1), kept = TraceID(high: 2, low: 2)
         func span(_ trace: TraceID, size: Int) -> AppendOutcome {
             let payload = Array(("{\"trace_id\":\"" + trace.description + "\"" + String(repeating: " ", count: size) + "}").utf8)

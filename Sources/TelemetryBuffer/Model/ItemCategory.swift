@@ -13,3 +13,15 @@ struct ItemID: Hashable, Sendable {
     var nonce: UInt64
     var sequence: UInt64
 }
+
+/// The item IDs of one buffer lifetime, in order of arrival.
+struct ItemIDSequence {
+    private let nonce = UInt64.random(in: .min ... .max)
+    private var sequence: UInt64 = 0
+
+    @inline(__always)
+    mutating func next() -> ItemID {
+        defer { sequence &+= 1 }
+        return ItemID(nonce: nonce, sequence: sequence)
+    }
+}

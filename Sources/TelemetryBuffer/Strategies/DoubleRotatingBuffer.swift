@@ -41,7 +41,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                          kind: .crashSafeList)
         }
         caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFolder.asyncIOCache($0)) }
-        regions = RotatingRegions(lists[0], lists[1], limits: .init(logs: batcher.maxLogs, spans: batcher.maxSpans))
+        regions = RotatingRegions(lists[0], lists[1], maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         ioInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
         ioTimer = DispatchSource.makeTimerSource(queue: io)

@@ -15,16 +15,9 @@ import Musl
 /// survives the death of the process (not power loss). On the timer or a limit, `cache` is renamed to
 /// `flushing`, a fresh `cache` is opened, and `flushing` is published exactly once under its
 /// publication marker, then deleted. If `cache` fills while `flushing` is still being published, new
-/// items are dropped and counted (a dropped span closes its trace for the rest of that file, as in
-/// `RotatingRegions`). Start-up recovery reads both files.
+/// items are dropped and counted (with `BatchTally`'s rule for a span's trace). Start-up recovery reads
+/// both files.
 final class FileStreamCache: BufferStrategy, @unchecked Sendable {
-    private struct Tally {
-        var recordBytes = 0
-        var logs = 0
-        var spans = 0
-        var droppedTraces: [TraceID] = []
-    }
-
     private let folder: BufferFolder
     private let batcher: EnvelopeBatcher
     private let transport: any Transport
@@ -32,12 +25,13 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private let lock = Lock()
     // Guarded by `lock`.
     private var fd: Int32 = -1
-    private var cache = Tally()
+    private var cache = BatchTally()
+    /// Record bytes in `cache`.
+    private var cacheBytes = 0
     /// `flushing` exists and is not yet published.
     private var pending = false
     private var closed = false
-    private let nonce = UInt64.random(in: .min ... .max)
-    private var sequence: UInt64 = 0
+    private var ids = ItemIDSequence()
 
     init(folder: BufferFolder, batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int) throws {
         self.folder = folder
@@ -68,7 +62,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         }
         if fd >= 0 { FileSystem.closeDescriptor(fd) }
         fd = descriptor
-        cache = Tally()
+        cache = BatchTally()
+        cacheBytes = 0
     }
 
     /// `cache` becomes `flushing`; a new `cache` takes the next items. Caller holds the lock.
@@ -82,19 +77,18 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     func append(_ item: EncodedItem) -> AppendOutcome {
         lock.lock()
         defer { lock.unlock() }
-        guard !closed else { return .rejected(.bufferOverflow) }
-        if let trace = item.traceID, cache.droppedTraces.contains(trace) { return .rejected(.bufferOverflow) }
+        guard !closed, !cache.isCut(item) else { return .rejected(.bufferOverflow) }
         let size = RecordFraming.recordHeaderSize + item.payload.count
         var rotated = false
-        if cache.recordBytes + size > maxRecordBytes || (item.category == .log && cache.logs >= 1000) {
-            guard !pending, cache.recordBytes > 0 else {
-                if let trace = item.traceID, cache.droppedTraces.count < 16 { cache.droppedTraces.append(trace) }
+        if cacheBytes + size > maxRecordBytes || !cache.hasRoom(for: item.category) {
+            guard !pending, cacheBytes > 0 else {
+                cache.overflowed(item)
                 return .rejected(.bufferOverflow)
             }
             do { try rotate() } catch { return .rejected(.internalSDKError) }
             rotated = true
         }
-        let id = ItemID(nonce: nonce, sequence: sequence)
+        let id = ids.next()
         let written = withUnsafeTemporaryAllocation(byteCount: RecordFraming.recordHeaderSize, alignment: 8) { header in
             RecordFraming.writeRecordHeader(category: item.category, id: id, payloadCount: item.payload.count,
                                             payloadCRC: item.payloadCRC, to: header.baseAddress!)
@@ -102,21 +96,12 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         }
         guard written else {
             // A partial record would end every later scan of the file: cut it off.
-            _ = ftruncate(fd, off_t(RecordFraming.headerSize + cache.recordBytes))
+            _ = ftruncate(fd, off_t(RecordFraming.headerSize + cacheBytes))
             return .rejected(.internalSDKError)
         }
-        sequence &+= 1
-        let wasEmpty = cache.recordBytes == 0
-        cache.recordBytes += size
-        let limitReached: Bool
-        switch item.category {
-        case .log:
-            cache.logs += 1
-            limitReached = cache.logs == batcher.maxLogs
-        case .span:
-            cache.spans += 1
-            limitReached = cache.spans == batcher.maxSpans
-        }
+        let wasEmpty = cacheBytes == 0
+        cacheBytes += size
+        let limitReached = cache.count(item.category, maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
         return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
     }
 
@@ -146,7 +131,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         for _ in 0..<(everything ? 2 : 1) {
             let ready: Bool = lock.withLock {
                 if !pending {
-                    guard cache.recordBytes > 0 else { return false }
+                    guard cacheBytes > 0 else { return false }
                     do { try rotate() } catch {
                         batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
                         return false
@@ -182,10 +167,10 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         forward(everything: true)
     }
 
-    var isEmpty: Bool { lock.withLock { !pending && cache.recordBytes == 0 } }
+    var isEmpty: Bool { lock.withLock { !pending && cacheBytes == 0 } }
 
     /// Items in `cache` (not counting a `flushing` file being published).
-    var bufferedItems: Int { lock.withLock { cache.logs + cache.spans } }
+    var bufferedItems: Int { lock.withLock { cache.items } }
 
     /// Every item is in `cache` when `add` returns: nothing is left for a crash handler.
     var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { nil }

@@ -16,7 +16,7 @@ final class FlushAll: BufferStrategy {
         regions = RotatingRegions(
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
-            limits: .init(logs: batcher.maxLogs, spans: batcher.maxSpans))
+            maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
     }
 
     func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }

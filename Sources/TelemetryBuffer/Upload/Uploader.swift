@@ -115,7 +115,7 @@ final class Uploader: @unchecked Sendable {
                 limitedUntil = min(limitedUntil ?? until, until)
                 continue
             }
-            return send(url, bytes, envelope, now: now)
+            return send(url, bytes, now: now)
         }
         if let limitedUntil {
             set(.rateLimited(until: limitedUntil))
@@ -125,7 +125,7 @@ final class Uploader: @unchecked Sendable {
         }
     }
 
-    private func send(_ url: URL, _ bytes: [UInt8], _ envelope: EnvelopeReader, now: Date) {
+    private func send(_ url: URL, _ bytes: [UInt8], now: Date) {
         set(.sending)
         let report = reports.take()
         let request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
