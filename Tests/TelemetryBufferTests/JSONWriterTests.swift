@@ -24,6 +24,22 @@ final class JSONWriterTests: XCTestCase {
         }
     }
 
+    /// Escapes at every position of strings around the eight-byte word boundaries round-trip.
+    func testEscapesAtEveryPositionRoundTrip() {
+        for length in 1...40 {
+            for position in 0..<length {
+                for special in ["\"", "\\", "\n", "\u{01}", "é"] {
+                    var characters = Array(repeating: "a", count: length)
+                    characters[position] = special
+                    let text = characters.joined()
+                    let json = written { $0.string(text) }
+                    let decoded = try? JSONSerialization.jsonObject(with: Data("[\(json)]".utf8)) as? [String]
+                    XCTAssertEqual(decoded, [text], "length \(length), position \(position)")
+                }
+            }
+        }
+    }
+
     func testNonASCIIIsCopiedAsUTF8() {
         let text = "Grüße, 世界 🚀 e\u{301}"
         XCTAssertEqual(written { $0.string(text) }, "\"\(text)\"")
@@ -49,6 +65,21 @@ final class JSONWriterTests: XCTestCase {
             XCTAssertEqual(Double(text)?.bitPattern, value.bitPattern, "\(text) does not round-trip \(value)")
         }
         XCTAssertEqual(written { $0.double(0.75) }, "0.75")
+    }
+
+    /// The fast form for short decimals must write what `description` writes (the shortest form).
+    func testShortDecimalsMatchDescription() {
+        var values: [Double] = [412.75, 200, -3, 0.1, 0.2 + 0.1, 0.0001, 1e-4 * 3, 999_999_999_999_999, 123_456.789_012_345, 1e14 + 0.5]
+        for _ in 0..<20_000 {
+            let digits = Int.random(in: 0...9)
+            var power = 1.0
+            for _ in 0..<digits { power *= 10 }
+            values.append(Double(Int64.random(in: -10_000_000_000...10_000_000_000)) / power)
+            values.append(Double.random(in: 1e-4...1e6))
+        }
+        for value in values where value.magnitude >= 1e-4 && value.magnitude < 1e15 {
+            XCTAssertEqual(written { $0.double(value) }, value.description, "bits \(value.bitPattern)")
+        }
     }
 
     func testTimestampsHaveMicrosecondPrecision() {

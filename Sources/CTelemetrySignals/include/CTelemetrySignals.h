@@ -82,7 +82,8 @@ void tb_crash_unregister(int slot);
 /// Returns 0, or an errno value.
 int tb_crash_install_alternate_stack(void);
 
-/// Whether `tb_crc32c` may be called: the CPU has a CRC-32C instruction this build can use.
+/// Whether `tb_crc32c` may be called: the CPU has a CRC-32C instruction this build can use. Call it once
+/// before the first `tb_crc32c` (it also prepares that function's tables).
 int tb_crc32c_available(void);
 
 /// Continues CRC-32C (0 to start) over `count` bytes with the CPU's instruction; same results as the

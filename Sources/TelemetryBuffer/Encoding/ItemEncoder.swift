@@ -12,6 +12,12 @@ struct ItemEncoder: Sendable {
     }
 
     private let defaults: [DefaultAttribute]
+    /// Every default's fragment, comma-separated: what items without a key of their own among the
+    /// defaults (nearly all) get, in one copy.
+    private let joinedDefaults: [UInt8]
+    /// Bit `n` is set when a default key is `n` bytes long (`n` mod 64): an item key of another length
+    /// cannot replace a default, which saves comparing strings.
+    private let defaultKeyLengths: UInt64
     private static let spanPrefix = Array("{\"trace_id\":\"".utf8)
 
     /// `defaults` are appended to every item unless the item has an attribute with the same key.
@@ -23,6 +29,8 @@ struct ItemEncoder: Sendable {
             writer.finish()
             return DefaultAttribute(key: attribute.key, fragment: buffer.toArray())
         }
+        joinedDefaults = Array(self.defaults.map(\.fragment).joined(separator: [0x2C]))
+        defaultKeyLengths = self.defaults.reduce(0) { $0 | 1 << UInt64($1.key.utf8.count & 63) }
     }
 
     func encode(_ log: Log, into writer: inout JSONWriter) {
@@ -91,15 +99,29 @@ struct ItemEncoder: Sendable {
     /// Default attributes first (as in the protocol's examples), then the item's own, in their order.
     private func attributes(_ attributes: Attributes, into writer: inout JSONWriter) {
         writer.byte(0x7B)
-        var first = true
-        for attribute in defaults where !attributes.contains(attribute.key) {
-            if !first { writer.byte(0x2C) }
-            first = false
-            writer.raw(attribute.fragment)
+        if mayReplaceDefault(attributes) {
+            var first = true
+            for attribute in defaults where !attributes.contains(attribute.key) {
+                if !first { writer.byte(0x2C) }
+                first = false
+                writer.raw(attribute.fragment)
+            }
+            if !first, !attributes.isEmpty { writer.byte(0x2C) }
+        } else if !joinedDefaults.isEmpty {
+            writer.raw(joinedDefaults)
+            if !attributes.isEmpty { writer.byte(0x2C) }
         }
-        if !first, !attributes.isEmpty { writer.byte(0x2C) }
         writer.attributeList(attributes)
         writer.byte(0x7D)
+    }
+
+    /// Whether one of the item's keys has the length of a default key.
+    @inline(__always)
+    private func mayReplaceDefault(_ attributes: Attributes) -> Bool {
+        guard defaultKeyLengths != 0 else { return false }
+        return attributes.withElements { elements in
+            elements.contains { defaultKeyLengths & 1 << UInt64($0.key.utf8.count & 63) != 0 }
+        }
     }
 
     /// The trace of a span payload written by this encoder, or `nil` if the bytes do not start as it writes.
@@ -134,16 +156,19 @@ extension JSONWriter {
 
     /// Writes `"k":{…},…` for each attribute.
     mutating func attributeList(_ attributes: Attributes) {
-        var first = true
-        for attribute in attributes {
-            if !first { byte(0x2C) }
-            first = false
-            self.attribute(key: attribute.key, value: attribute.value)
+        attributes.withElements { elements in
+            guard let first = elements.baseAddress else { return }
+            for index in 0..<elements.count {
+                if index > 0 { byte(0x2C) }
+                // Borrowed in place through the pointer: no reference counting per element.
+                let element = first + index
+                attribute(key: element.pointee.key, value: element.pointee.value)
+            }
         }
     }
 
     /// Writes `"key":{"value":…,"type":"…"}`, applying the non-finite double rule of `AttributeValue`.
-    mutating func attribute(key: String, value: AttributeValue) {
+    mutating func attribute(key: borrowing String, value: borrowing AttributeValue) {
         string(key)
         raw(":{\"value\":")
         switch value {

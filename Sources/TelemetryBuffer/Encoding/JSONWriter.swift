@@ -53,13 +53,8 @@ struct JSONWriter {
     mutating func raw(_ bytes: UnsafeRawBufferPointer) {
         guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
         reserve(bytes.count)
-        if bytes.count <= 32 {
-            // Most writes are a few bytes of punctuation or a key: cheaper inline than a memcpy call.
-            let from = source.assumingMemoryBound(to: UInt8.self)
-            for index in 0..<bytes.count { base[count &+ index] = from[index] }
-        } else {
-            (base + count).update(from: source.assumingMemoryBound(to: UInt8.self), count: bytes.count)
-        }
+        // For compile-time text the length is a constant here, so this becomes a few inline moves.
+        UnsafeMutableRawPointer(base + count).copyMemory(from: source, byteCount: bytes.count)
         count &+= bytes.count
     }
 
@@ -72,54 +67,113 @@ struct JSONWriter {
     /// Writes `value` as a JSON string: quotes, backslashes and every control character escaped,
     /// everything else copied as UTF-8.
     mutating func string(_ value: String) {
-        byte(0x22)
-        var value = value
-        // Native Swift strings are contiguous UTF-8; this only copies for bridged Cocoa strings.
-        value.withUTF8 { escaped(UnsafeRawBufferPointer($0)) }
-        byte(0x22)
+        // Native and small strings are contiguous UTF-8, read in place (no copy, no retain); only bridged
+        // Cocoa strings take the copying path.
+        let written: Void? = value.utf8.withContiguousStorageIfAvailable { quoted(UnsafeRawBufferPointer($0)) }
+        if written == nil {
+            var copy = value
+            copy.withUTF8 { quoted(UnsafeRawBufferPointer($0)) }
+        }
     }
 
-    private mutating func escaped(_ bytes: UnsafeRawBufferPointer) {
-        // Most strings need no escape: reserve for that, skip clean words eight bytes at a time, and copy
-        // runs of plain bytes whole.
-        reserve(bytes.count)
-        var runStart = 0
+    /// Writes `"bytes"`, escaped, eight bytes per step: each word is checked for bytes to escape and
+    /// stored whole; the output advances past its clean prefix, and the byte after that prefix, if any, is
+    /// escaped. The last one to seven bytes are gathered into a word padded with plain bytes.
+    @inline(__always)
+    private mutating func quoted(_ bytes: UnsafeRawBufferPointer) {
+        let length = bytes.count
+        // The quotes, every byte as is, and room to store a whole word at the end; an escape reserves
+        // its extra bytes itself.
+        reserve(length &+ 10)
+        base[count] = 0x22
+        count &+= 1
+        guard let source = bytes.baseAddress else { return closeQuote() }
+        // The output position lives in a local between escapes, so it stays in a register.
+        var output = UnsafeMutableRawPointer(base + count)
         var index = 0
-        while index < bytes.count {
-            if bytes.count &- index >= 8,
-               !Self.needsEscape(UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))) {
-                index &+= 8
+        while index < length {
+            let left = length &- index
+            let word = left >= 8
+                ? UInt64(littleEndian: source.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                : Self.gather(source + index, count: left)
+            let found = Self.escapeMask(word)
+            output.storeBytes(of: word.littleEndian, as: UInt64.self)
+            if found == 0 {
+                let step = min(left, 8)
+                output += step
+                index &+= step
                 continue
             }
-            let byte = bytes[index]
+            // The lowest flagged byte is exact (the trick's false positives only sit above a true one).
+            let clean = found.trailingZeroBitCount &>> 3
+            index &+= clean
+            count = base.distance(to: (output + clean).assumingMemoryBound(to: UInt8.self))
+            escape(source.load(fromByteOffset: index, as: UInt8.self), left: length &- index)
             index &+= 1
-            guard byte < 0x20 || byte == 0x22 || byte == 0x5C else { continue }
-            raw(UnsafeRawBufferPointer(rebasing: bytes[runStart..<index &- 1]))
-            switch byte {
-            case 0x22: pair(0x5C, 0x22)
-            case 0x5C: pair(0x5C, 0x5C)
-            case 0x0A: pair(0x5C, 0x6E)
-            case 0x0D: pair(0x5C, 0x72)
-            case 0x09: pair(0x5C, 0x74)
-            case 0x08: pair(0x5C, 0x62)
-            case 0x0C: pair(0x5C, 0x66)
-            default:
-                raw("\\u00")
-                pair(HexDigits.digit(byte >> 4), HexDigits.digit(byte & 0xF))
-            }
-            runStart = index
+            output = UnsafeMutableRawPointer(base + count)
         }
-        raw(UnsafeRawBufferPointer(rebasing: bytes[runStart...]))
+        count = base.distance(to: output.assumingMemoryBound(to: UInt8.self))
+        closeQuote()
     }
 
-    /// Whether any of the eight bytes is `"`, `\` or below 0x20 (exact, branch-free: a byte is zero after
-    /// the XOR, or below the bound, exactly when its high bit survives the subtraction and the mask).
+    /// The `count` (1 to 7) bytes at `bytes` as the low bytes of a word whose other bytes are `a`.
     @inline(__always)
-    private static func needsEscape(_ word: UInt64) -> Bool {
+    private static func gather(_ bytes: UnsafeRawPointer, count: Int) -> UInt64 {
+        var word: UInt64 = 0
+        var filled: UInt64 = 0
+        var offset = 0
+        if count & 4 != 0 {
+            word = UInt64(UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self)))
+            filled = 32
+            offset = 4
+        }
+        if count & 2 != 0 {
+            word |= UInt64(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt16.self))) &<< filled
+            filled &+= 16
+            offset &+= 2
+        }
+        if count & 1 != 0 {
+            word |= UInt64(bytes.load(fromByteOffset: offset, as: UInt8.self)) &<< filled
+            filled &+= 8
+        }
+        return word | (0x6161_6161_6161_6161 &<< filled)
+    }
+
+    @inline(__always)
+    private mutating func closeQuote() {
+        base[count] = 0x22
+        count &+= 1
+    }
+
+    /// Writes the escape for `byte`. `left`: the bytes of the string not yet written, this one included
+    /// (their room, the closing quote's and a word's slack stay reserved).
+    @inline(never)
+    private mutating func escape(_ byte: UInt8, left: Int) {
+        reserve(16 &+ left)
+        switch byte {
+        case 0x22: pair(0x5C, 0x22)
+        case 0x5C: pair(0x5C, 0x5C)
+        case 0x0A: pair(0x5C, 0x6E)
+        case 0x0D: pair(0x5C, 0x72)
+        case 0x09: pair(0x5C, 0x74)
+        case 0x08: pair(0x5C, 0x62)
+        case 0x0C: pair(0x5C, 0x66)
+        default:
+            raw("\\u00")
+            pair(HexDigits.digit(byte >> 4), HexDigits.digit(byte & 0xF))
+        }
+    }
+
+    /// The high bit of each byte of `word` (bytes in memory order, lowest first) that is `"`, `\` or below
+    /// 0x20, possibly also of bytes above such a byte; 0 when there is nothing to escape. Branch-free: a
+    /// byte is zero after the XOR, or below the bound, exactly when its high bit survives the subtraction
+    /// and the mask.
+    @inline(__always)
+    private static func escapeMask(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
         let quote = word ^ (0x22 &* ones), backslash = word ^ (0x5C &* ones)
         let found = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word)
-        return found & highs != 0
+        return found & highs
     }
 
     @inline(__always)
@@ -141,25 +195,71 @@ struct JSONWriter {
     mutating func unsigned(_ value: UInt64) {
         var digits = 1
         var rest = value
-        while rest >= 10 { rest /= 10; digits &+= 1 }
+        while rest >= 100 { rest /= 100; digits &+= 2 }
+        if rest >= 10 { digits &+= 1 }
         reserve(digits)
-        var remaining = value
-        var index = count &+ digits &- 1
-        repeat {
-            base[index] = UInt8(truncatingIfNeeded: remaining % 10) &+ 0x30
-            remaining /= 10
-            index &-= 1
-        } while remaining > 0
+        writeDigits(value, count: digits)
+    }
+
+    /// Writes the last `digits` decimal digits of `value`, two per step from the right.
+    @inline(__always)
+    private mutating func writeDigits(_ value: UInt64, count digits: Int) {
+        let pairs = Self.decimalPairs.utf8Start
+        var rest = value
+        var index = count &+ digits
+        while index &- count >= 2 {
+            let pair = Int(truncatingIfNeeded: rest % 100) &* 2
+            rest /= 100
+            index &-= 2
+            base[index] = pairs[pair]
+            base[index &+ 1] = pairs[pair &+ 1]
+        }
+        if index > count { base[count] = UInt8(truncatingIfNeeded: rest % 10) &+ 0x30 }
         count &+= digits
     }
 
-    /// Writes a finite double in the shortest form that parses back to exactly the same value
-    /// (Swift's `description`, which is valid JSON for every finite value). Callers handle non-finite values.
+    /// Writes a finite double in the shortest form that parses back to exactly the same value.
+    /// Callers handle non-finite values.
     mutating func double(_ value: Double) {
         precondition(value.isFinite, "JSON has no form for \(value)")
-        // Short results (≤ 15 bytes, the common case) are small strings: no allocation.
+        if shortDecimal(value) { return }
+        // Swift's `description` is valid JSON for every finite value; short results (≤ 15 bytes) are small
+        // strings, so this allocates nothing either, it is only slower.
         var text = value.description
         text.withUTF8 { raw(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The fast form of `double` for the common values, e.g. `412.75`, `0.001` or `200.0`: the fewest
+    /// fraction digits (at most 9) whose decimal parses back to `value`. The check is exact: `n / 10^k` in
+    /// floating point is the double nearest to the decimal, which is what a correct parser returns.
+    /// Returns `false`, writing nothing, for anything else (then `description` decides, with an exponent
+    /// where it uses one: below 1e-4 and from 1e15).
+    private mutating func shortDecimal(_ value: Double) -> Bool {
+        let magnitude = value.magnitude
+        guard magnitude >= 1e-4 && magnitude < 1e15 else { return false }
+        var scale = 1.0
+        for fractionDigits in 0...9 {
+            let scaled = (magnitude * scale).rounded()
+            guard scaled < 9_007_199_254_740_992 else { return false }  // 2^53: every integer below is exact
+            if scaled / scale == magnitude {
+                writeDecimal(UInt64(scaled), fractionDigits: fractionDigits, negative: value < 0)
+                return true
+            }
+            scale *= 10
+        }
+        return false
+    }
+
+    /// Writes `scaled / 10^fractionDigits` in fixed notation, with at least one digit on each side of the point.
+    private mutating func writeDecimal(_ scaled: UInt64, fractionDigits: Int, negative: Bool) {
+        var power: UInt64 = 1
+        for _ in 0..<fractionDigits { power &*= 10 }
+        reserve(fractionDigits &+ 24)
+        if negative { byte(0x2D) }
+        unsigned(scaled / power)
+        byte(0x2E)
+        if fractionDigits == 0 { return byte(0x30) }
+        writeDigits(scaled % power, count: fractionDigits)
     }
 
     /// Writes a time as seconds since 1970 with microsecond precision, e.g. `1767261600.125`.
@@ -175,15 +275,9 @@ struct JSONWriter {
         guard fraction != 0 else { return }
         var digits = 6
         while fraction % 10 == 0 { fraction /= 10; digits &-= 1 }
+        reserve(digits &+ 1)
         byte(0x2E)
-        reserve(digits)
-        var index = count &+ digits &- 1
-        for _ in 0..<digits {
-            base[index] = UInt8(truncatingIfNeeded: fraction % 10) &+ 0x30
-            fraction /= 10
-            index &-= 1
-        }
-        count &+= digits
+        writeDigits(fraction, count: digits)
     }
 
     /// Writes the 16 lowercase hex digits of `value` (most significant first), without quotes.
@@ -197,6 +291,13 @@ struct JSONWriter {
         }
         count &+= 16
     }
+
+    /// The two decimal digits of 0 to 99, in order.
+    private static let decimalPairs: StaticString = """
+        00010203040506070809101112131415161718192021222324252627282930313233343536373839\
+        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899
+        """
 
     /// The two hex digits of every byte value, in order.
     private static let hexPairs: StaticString = """

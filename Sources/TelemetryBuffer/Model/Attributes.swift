@@ -50,4 +50,11 @@ public struct Attributes: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
 
     /// Iterates in insertion order.
     public func makeIterator() -> IndexingIterator<[Element]> { elements.makeIterator() }
+
+    /// The attributes in order, read in place: the encoder's loop, free of the reference counting that
+    /// copying each element out would cost.
+    @inline(__always)
+    func withElements<Result>(_ body: (UnsafeBufferPointer<Element>) -> Result) -> Result {
+        elements.withUnsafeBufferPointer(body)
+    }
 }

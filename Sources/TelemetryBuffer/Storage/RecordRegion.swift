@@ -12,8 +12,6 @@ final class RecordRegion {
     let base: UnsafeMutableRawPointer
     /// Bytes available for records (after the header).
     let recordCapacity: Int
-    /// Bytes of committed records (the writer's own copy; other threads read `committedRecordBytes`).
-    private(set) var recordBytes = 0
     private let kind: RecordFraming.Kind
     /// Keeps the mapping alive; `nil` for heap memory.
     private let mapping: MappedFile?
@@ -38,6 +36,10 @@ final class RecordRegion {
 
     deinit { if mapping == nil { base.deallocate() } }
 
+    /// Bytes of committed records, for the writer (other threads read `committedRecordBytes`). Kept only in
+    /// the header, not in a stored property as well: one source of truth, and no exclusivity check.
+    var recordBytes: Int { committedRecordBytes }
+
     var isEmpty: Bool { recordBytes == 0 }
 
     /// Whether a record with a payload of `payloadCount` bytes fits.
@@ -49,11 +51,11 @@ final class RecordRegion {
     /// Appends one record, then publishes it with a release store; the caller checked `fits` first.
     @inline(__always)
     func append(category: ItemCategory, id: ItemID, payload: UnsafeRawBufferPointer, payloadCRC: UInt32) {
-        let destination = base + RecordFraming.headerSize + recordBytes
+        let committed = recordBytes
         RecordFraming.writeRecord(
-            category: category, id: id, payload: payload, payloadCRC: payloadCRC, to: destination)
-        recordBytes += RecordFraming.recordHeaderSize + payload.count
-        tb_store_release_u64(committedLength, UInt64(recordBytes))
+            category: category, id: id, payload: payload, payloadCRC: payloadCRC,
+            to: base + RecordFraming.headerSize + committed)
+        tb_store_release_u64(committedLength, UInt64(committed + RecordFraming.recordHeaderSize + payload.count))
     }
 
     private var committedLength: UnsafeMutablePointer<UInt64> {
@@ -77,7 +79,6 @@ final class RecordRegion {
 
     /// Empties the region, clears its marker and stamps a new creation time.
     func reset() {
-        recordBytes = 0
         let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))
         RecordFraming.writeHeader(kind: kind, createdMicros: micros, to: base)
         tb_store_release_u64(committedLength, 0)
