@@ -19,7 +19,7 @@ final class FileTransportTests: XCTestCase {
         var writer = JSONWriter(appendingTo: buffer)
         ItemEncoder(defaults: [:]).encode(Log.test(body), into: &writer)
         writer.finish()
-        return encoder.logs([buffer.bytes])
+        return encoder.logs([buffer.bytes]).envelope
     }
 
     private func bodies() throws -> [String] { try logBodies(in: folder) }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Builds envelopes from stored item payloads, copying each payload's bytes verbatim.
+/// Lays out envelopes around stored item payloads, which go in verbatim (see `EnvelopeParts`).
 ///
 /// Logs go into `log` items of at most `maxLogs` logs; spans into one envelope per trace with at most
 /// `maxSpans` spans and the trace's sampling context as the `trace` header. The uploader appends a
@@ -65,51 +65,46 @@ struct EnvelopeEncoder: Sendable {
     }
 
     /// One envelope of logs (`payloads.count` ≤ 100 by the caller's batching).
-    func logs(_ payloads: [UnsafeRawBufferPointer]) -> Envelope {
-        build { writer in
+    func logs(_ payloads: [UnsafeRawBufferPointer]) -> EnvelopeParts {
+        parts(payloads) { writer, length in
             writer.raw(logHeader)
-            container(payloads, header: "{\"type\":\"log\",\"item_count\":",
-                      contentType: "application/vnd.sentry.items.log+json", into: &writer)
+            itemHeader("{\"type\":\"log\",\"item_count\":", contentType: "application/vnd.sentry.items.log+json",
+                       count: payloads.count, length: length, into: &writer)
         }
     }
 
     /// One envelope of spans of one trace.
-    func spans(_ payloads: [UnsafeRawBufferPointer], trace: TraceID) -> Envelope {
-        build { writer in
+    func spans(_ payloads: [UnsafeRawBufferPointer], trace: TraceID) -> EnvelopeParts {
+        parts(payloads) { writer, length in
             writer.raw(spanHeaderPrefix)
             writer.traceID(trace)
             writer.raw(spanHeaderSuffix)
-            container(payloads, header: "{\"type\":\"span\",\"item_count\":",
-                      contentType: "application/vnd.sentry.items.span.v2+json", into: &writer)
+            itemHeader("{\"type\":\"span\",\"item_count\":", contentType: "application/vnd.sentry.items.span.v2+json",
+                       count: payloads.count, length: length, into: &writer)
         }
     }
 
-    private func build(_ body: (inout JSONWriter) -> Void) -> Envelope {
-        let buffer = ByteBuffer(capacity: 4096)
+    /// The envelope's one item is a container, `{"items":[p1,p2,…]}`: its length is the payloads, a comma
+    /// between each two, and 12 bytes of brackets.
+    private func parts(_ payloads: [UnsafeRawBufferPointer], head: (inout JSONWriter, Int) -> Void) -> EnvelopeParts {
+        let length = payloads.reduce(12 + max(0, payloads.count - 1)) { $0 + $1.count }
+        let buffer = ByteBuffer(capacity: 512)
         var writer = JSONWriter(appendingTo: buffer)
-        body(&writer)
+        head(&writer, length)
+        writer.raw("{\"items\":[")
         writer.finish()
-        return Envelope(bytes: buffer.toArray())
+        return EnvelopeParts(head: buffer.toArray(), payloads: payloads)
     }
 
-    private func container(
-        _ payloads: [UnsafeRawBufferPointer], header: StaticString, contentType: StaticString,
-        into writer: inout JSONWriter
-    ) {
-        // {"items":[p1,p2,…]}: 10 + 2 bytes of brackets plus one comma between payloads.
-        let length = payloads.reduce(12 + max(0, payloads.count - 1)) { $0 + $1.count }
-        writer.raw(header)
-        writer.integer(Int64(payloads.count))
+    private func itemHeader(_ start: StaticString, contentType: StaticString, count: Int, length: Int,
+                            into writer: inout JSONWriter) {
+        writer.raw(start)
+        writer.integer(Int64(count))
         writer.raw(",\"content_type\":\"")
         writer.raw(contentType)
         writer.raw("\",\"length\":")
         writer.integer(Int64(length))
-        writer.raw("}\n{\"items\":[")
-        for (index, payload) in payloads.enumerated() {
-            if index > 0 { writer.byte(0x2C) }
-            writer.raw(payload)
-        }
-        writer.raw("]}\n")
+        writer.raw("}\n")
     }
 
     /// `{"type":"client_report","length":n}` LF payload LF.

@@ -88,14 +88,18 @@ final class BufferFolder: @unchecked Sendable {
         return .init(state: .publishing, firstEnvelope: UInt32(nextEnvelope), envelopeCount: UInt16(count))
     }
 
-    /// Writes envelopes as `envelope-<first+i>`, each atomic, all durable on return (one `fsync` of the
-    /// folder after the files' own).
-    func stage(_ envelopes: [Envelope], as publication: RecordFraming.Publication) throws {
+    /// Writes envelopes as `envelope-<first+i>`, all durable on return: each file's `fsync`, then one of
+    /// the folder. No temporary names: until the caller marks the publication `captured`, recovery
+    /// deletes these files whole, whatever state they are in.
+    func stage(_ envelopes: [EnvelopeParts], as publication: RecordFraming.Publication) throws {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
         for (offset, envelope) in envelopes.enumerated() {
             let name = Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset))
-            try FileSystem.writeAtomically(envelope.bytes, name: name, temporaryName: "." + name + Self.temporarySuffix,
-                                           directoryFD: fd, directoryPath: path, syncDirectory: false)
+            let file = openat(fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard file >= 0 else { throw FileSystem.error("open", path + "/" + name) }
+            defer { close(file) }
+            try envelope.withPieces { try FileSystem.writeAll(file, pieces: $0, path: path + "/" + name) }
+            guard fsync(file) == 0 else { throw FileSystem.error("fsync", path + "/" + name) }
         }
         guard fsync(fd) == 0 else { throw FileSystem.error("fsync", path) }
     }

@@ -73,6 +73,33 @@ enum FileSystem {
         }
     }
 
+    /// `writev` until every byte of `pieces` is written, in order: 1024 pieces per call (the smallest
+    /// `IOV_MAX` of the supported systems), retrying on EINTR and short writes.
+    static func writeAll(_ fd: Int32, pieces: [UnsafeRawBufferPointer], path: String) throws {
+        var vectors = pieces.filter { !$0.isEmpty }.map {
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+        }
+        var first = 0
+        while first < vectors.count {
+            let count = min(vectors.count - first, 1024)
+            let written = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw error("writev", path)
+            }
+            // Skip what was written: whole vectors, then part of the next.
+            var left = written
+            while left > 0, left >= vectors[first].iov_len {
+                left -= vectors[first].iov_len
+                first += 1
+            }
+            if left > 0 {
+                vectors[first].iov_base += left
+                vectors[first].iov_len -= left
+            }
+        }
+    }
+
     /// Removes `name` from the directory; a missing file is not an error.
     static func remove(_ name: String, directoryFD: Int32, directoryPath: String) throws {
         guard unlinkat(directoryFD, name, 0) == 0 || errno == ENOENT else {

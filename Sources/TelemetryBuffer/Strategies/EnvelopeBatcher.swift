@@ -4,9 +4,10 @@
 /// Logs keep their order and go `maxLogs` to an envelope; spans are grouped by trace, in order of first
 /// appearance, `maxSpans` to an envelope. (Client reports ride at upload time, see `Uploader`.)
 struct EnvelopeBatcher: Sendable {
-    /// One envelope and what it carries, so a failure to store it can be counted.
+    /// One envelope and what it carries, so a failure to store it can be counted. Its payloads point into
+    /// the records it was made from.
     struct Batch {
-        var envelope: Envelope
+        var parts: EnvelopeParts
         var category: ItemCategory
         var itemBytes: [Int]
     }
@@ -39,11 +40,11 @@ struct EnvelopeBatcher: Sendable {
         }
 
         var batches = logs.chunks(of: maxLogs).map { chunk in
-            Batch(envelope: encoder.logs(chunk), category: .log, itemBytes: chunk.map(\.count))
+            Batch(parts: encoder.logs(chunk), category: .log, itemBytes: chunk.map(\.count))
         }
         for trace in traces {
             for chunk in spans[trace]!.chunks(of: maxSpans) {
-                batches.append(Batch(envelope: encoder.spans(chunk, trace: trace), category: .span, itemBytes: chunk.map(\.count)))
+                batches.append(Batch(parts: encoder.spans(chunk, trace: trace), category: .span, itemBytes: chunk.map(\.count)))
             }
         }
         return batches
@@ -60,7 +61,7 @@ struct EnvelopeBatcher: Sendable {
         try mark(marker)
         Failpoint.publishMarked.hit()
         do {
-            try folder.stage(batches.map(\.envelope), as: marker)
+            try folder.stage(batches.map(\.parts), as: marker)
         } catch {
             folder.removeStaged(marker)
             try? mark(.idle)

@@ -37,7 +37,7 @@ final class FlushAll: BufferStrategy {
 
     private func send(_ batches: [EnvelopeBatcher.Batch]) {
         for batch in batches {
-            do { try transport.send(batch.envelope) } catch { batcher.dropped(batch, error: error) }
+            do { try transport.send(batch.parts.envelope) } catch { batcher.dropped(batch, error: error) }
         }
     }
 

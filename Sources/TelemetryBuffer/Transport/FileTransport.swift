@@ -79,8 +79,10 @@ public final class FileTransport: Transport, @unchecked Sendable {
         stored.withLock { $0 }?()
     }
 
-    /// Moves complete envelope files (on the same file system), in order, into the folder under new
-    /// names: renames, so each appears whole, then one `fsync` of the folder; then evicts beyond the limit.
+    /// Moves complete, durable envelope files (on the same file system), in order, into the folder under
+    /// new names: renames, so each appears whole; then evicts beyond the limit. The folder is not synced:
+    /// a rename that power loss undoes leaves the file where it was, and the buffer's start-up recovery
+    /// moves it again.
     func adopt(_ files: [String]) throws {
         try state.withLock { state in
             for (position, file) in files.enumerated() {
@@ -91,7 +93,6 @@ public final class FileTransport: Transport, @unchecked Sendable {
                 guard rename(file, target) == 0 else { throw FileSystem.error("rename", target) }
                 state.names.append(name)
             }
-            guard fsync(directoryFD) == 0 else { throw FileSystem.error("fsync", directory.path) }
         }
         evictOverflow()
         stored.withLock { $0 }?()
