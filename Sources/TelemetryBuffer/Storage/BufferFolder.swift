@@ -134,6 +134,10 @@ final class BufferFolder: @unchecked Sendable {
             bytes, name: name, temporaryName: "." + name + Self.temporarySuffix, directoryFD: fd, directoryPath: path)
     }
 
+    func rename(_ name: String, to newName: String) throws {
+        guard renameat(fd, name, fd, newName) == 0 else { throw FileSystem.error("rename", path + "/" + name) }
+    }
+
     func remove(_ name: String) {
         try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
     }

@@ -154,8 +154,9 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func publishFlushing() throws {
         let name = BufferFolder.streamFlushing
         guard let file = FramedFile(folder: folder.path, name: name) else { return }
-        try batcher.stage(file.withRecords { batcher.batches($0) }, in: folder) {
-            try FramedFile.mark($0, name: name, in: folder)
+        // Staged inside: the batches point into the file's bytes.
+        try file.withRecords { records in
+            try batcher.stage(batcher.batches(records), in: folder) { try FramedFile.mark($0, name: name, in: folder) }
         }
         folder.remove(name)
         folder.sync()

@@ -14,20 +14,50 @@ public struct RecoveryReport: Sendable, Equatable {
 
 /// Start-up recovery of a `telemetry-buffer/` folder, whatever strategy wrote it.
 ///
-/// Every buffer file that can hold records is read (lists, IO caches, stream caches, detected-termination
-/// files, an earlier `recovered` file). Publication markers say which staged envelopes are authoritative:
-/// a `captured` file's items are already in its staged envelopes, so they are skipped; a `publishing`
-/// file's staged envelopes are incomplete, so they are deleted and the file's items count. The remaining
-/// items are deduplicated by item ID, put in order of arrival, written as one `recovered` file (atomic
-/// rename: the commit point), the source files are removed, and `recovered` is published as staged
-/// envelopes with its own marker. A crash at any step leaves files the next start reads to the same
-/// result: nothing lost, nothing twice.
+/// It runs in two parts so that creating a buffer never waits on reading and publishing old files.
+/// `claim` (in `init`) renames every buffer file an earlier process left, the lists, IO caches, stream
+/// caches, detected-termination files and an earlier `recovered` file, to `recovering-<n>-<name>`;
+/// the new buffer's files then start empty beside them. `run` (the first task of the background queue)
+/// reads the claimed files. Publication markers say which staged envelopes are authoritative: a `captured`
+/// file's items are already in its staged envelopes, so they are skipped; a `publishing` file's staged
+/// envelopes are incomplete, so they are deleted and the file's items count. The remaining items are
+/// deduplicated by item ID, put in order of arrival, written as one `recovered` file (atomic rename: the
+/// commit point), the claimed files are removed, and `recovered` is published as staged envelopes with its
+/// own marker. A crash at any step leaves files the next start claims and reads to the same result:
+/// nothing lost, nothing twice.
 enum Recovery {
+    static let claimedPrefix = "recovering-"
+
+    /// Renames the buffer files of earlier processes to claimed names (durably: one `fsync` of the
+    /// folder); returns whether there is anything for `run` to do.
+    static func claim(folder: BufferFolder) throws -> Bool {
+        let names = folder.names()
+        let generation = names.compactMap { claimedName($0)?.generation }.max().map { $0 + 1 } ?? 0
+        var claimed = false
+        for name in names {
+            if claimedName(name) != nil { claimed = true; continue }
+            guard isSource(name) else { continue }
+            try folder.rename(name, to: "\(claimedPrefix)\(generation)-\(name)")
+            claimed = true
+        }
+        if claimed { folder.sync() }
+        return claimed || !folder.stagedEnvelopes().isEmpty
+    }
+
+    /// The generation and original name of a claimed file.
+    private static func claimedName(_ name: String) -> (generation: Int, original: String)? {
+        guard name.hasPrefix(claimedPrefix) else { return nil }
+        let rest = name.dropFirst(claimedPrefix.count)
+        guard let dash = rest.firstIndex(of: "-"), let generation = Int(rest[..<dash]) else { return nil }
+        return (generation, String(rest[rest.index(after: dash)...]))
+    }
+
+    /// Publishes the claimed files. Background queue, before any other publication.
     static func run(folder: BufferFolder, batcher: EnvelopeBatcher) throws -> RecoveryReport {
         var report = RecoveryReport()
-        var sources = folder.names().filter(isSource).compactMap { FramedFile(folder: folder.path, name: $0) }
+        var sources = folder.names().filter { claimedName($0) != nil }.compactMap { FramedFile(folder: folder.path, name: $0) }
         sources.sort { ($0.created, $0.name) < ($1.created, $1.name) }
-        report.files = sources.map(\.name)
+        report.files = sources.compactMap { claimedName($0.name)?.original }
 
         // Markers: captured files are already published; publishing ones were interrupted.
         var published = Set<ItemID>()
@@ -72,9 +102,7 @@ enum Recovery {
             try FramedFile.write(records: Array(region.records), kind: .recovered, name: BufferFolder.recovered, in: folder)
             Failpoint.recoveryWritten.hit()
         }
-        for source in sources where !(source.name == BufferFolder.recovered && !items.isEmpty) {
-            folder.remove(source.name)
-        }
+        for source in sources { folder.remove(source.name) }
         folder.sync()
         Failpoint.recoveryRemoved.hit()
 
@@ -86,14 +114,15 @@ enum Recovery {
     /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.
     private static func publishRecovered(folder: BufferFolder, batcher: EnvelopeBatcher) throws {
         guard let file = FramedFile(folder: folder.path, name: BufferFolder.recovered) else { return }
-        try batcher.stage(file.withRecords { batcher.batches($0) }, in: folder) {
-            try FramedFile.mark($0, name: BufferFolder.recovered, in: folder)
+        // Staged inside: the batches point into the file's bytes.
+        try file.withRecords { records in
+            try batcher.stage(batcher.batches(records), in: folder) { try FramedFile.mark($0, name: BufferFolder.recovered, in: folder) }
         }
         folder.remove(BufferFolder.recovered)
         folder.sync()
     }
 
-    /// Whether a file of the folder can hold records.
+    /// Whether a file of the folder, as a buffer names it, can hold records.
     static func isSource(_ name: String) -> Bool {
         name.hasPrefix("crash-safe-list-") || name.hasPrefix("async-io-cache-")
             || name.hasPrefix(BufferFolder.terminationPrefix)
