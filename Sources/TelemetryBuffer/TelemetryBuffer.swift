@@ -48,7 +48,7 @@ public final class TelemetryBuffer: Sendable {
     private let maxPayloadBytes: Int
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
-    /// Creates a buffer, its folders and its transport, and recovers what an earlier process left.
+    /// Creates a buffer, its folders and its transport, and starts recovering what an earlier process left.
     ///
     /// Start-up recovery does not hold this up: the buffer files an earlier process left in
     /// `<directory>/telemetry-buffer` are renamed aside (claimed), and the background queue's first task
