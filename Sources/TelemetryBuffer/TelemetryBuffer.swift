@@ -181,11 +181,12 @@ public final class TelemetryBuffer: Sendable {
     ///   drop is counted for a client report.
     @discardableResult
     public func add(log: Log) -> Bool {
-        let scratch = EncodingScratch.current()
-        var writer = JSONWriter(appendingTo: scratch)
-        encoder.encode(log, into: &writer)
-        writer.finish()
-        return submit(.log, scratch.bytes, traceID: nil)
+        EncodingScratch.withCurrent { scratch in
+            var writer = JSONWriter(appendingTo: scratch)
+            encoder.encode(log, into: &writer)
+            writer.finish()
+            return submit(.log, scratch.bytes, traceID: nil)
+        }
     }
 
     /// Buffers a finished span. Callable from any thread; never waits on disk I/O.
@@ -194,11 +195,12 @@ public final class TelemetryBuffer: Sendable {
     ///   dropped on overflow also drops the later spans of its trace in that batch). Every drop is counted.
     @discardableResult
     public func add(span: Span) -> Bool {
-        let scratch = EncodingScratch.current()
-        var writer = JSONWriter(appendingTo: scratch)
-        encoder.encode(span, into: &writer)
-        writer.finish()
-        return submit(.span, scratch.bytes, traceID: span.traceID)
+        EncodingScratch.withCurrent { scratch in
+            var writer = JSONWriter(appendingTo: scratch)
+            encoder.encode(span, into: &writer)
+            writer.finish()
+            return submit(.span, scratch.bytes, traceID: span.traceID)
+        }
     }
 
     @inline(__always)

@@ -20,11 +20,30 @@ let typicalSpan = Span(
     startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.9), endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.35),
     attributes: ["sentry.op": "http.client", "http.response.status_code": 200, "server.address": "api.example.com"])
 
+/// What a benchmark made: closed and removed after it (each benchmark runs in a process of its own), so no
+/// buffer keeps working, and no file is left to be written back, while the next one measures.
+final class Leftovers: @unchecked Sendable {
+    private let lock = NSLock()
+    private var buffers: [TelemetryBuffer] = []
+    private var folders: [URL] = []
+
+    func add(_ buffer: TelemetryBuffer) { lock.withLock { buffers.append(buffer) } }
+    func add(_ folder: URL) { lock.withLock { folders.append(folder) } }
+
+    func cleanUp() {
+        let (buffers, folders) = lock.withLock { (self.buffers, self.folders) }
+        for buffer in buffers { buffer.close() }
+        for folder in folders { try? FileManager.default.removeItem(at: folder) }
+    }
+}
+let leftovers = Leftovers()
+
 /// A fresh folder for one benchmark's files.
 func temporaryFolder(_ name: String) -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("tb-bench-\(name)-\(getpid())")
     try? FileManager.default.removeItem(at: url)
     try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    leftovers.add(url)
     return url
 }
 
@@ -36,6 +55,13 @@ func makeBuffer(_ strategy: Options.Strategy, folder: URL, dsn: String = "https:
     options.flushInterval = 30
     options.maxCachedEnvelopes = 100_000
     return try! TelemetryBuffer(options: options)
+}
+
+/// A buffer that lives for the whole benchmark, closed after it.
+func setUpBuffer(_ strategy: Options.Strategy, folder: URL) -> TelemetryBuffer {
+    let buffer = makeBuffer(strategy, folder: folder)
+    leftovers.add(buffer)
+    return buffer
 }
 
 /// Measures one call of `add` per iteration, in steady state inside a batch: every 98 adds the batch is
@@ -57,6 +83,7 @@ final class SteadyAdder: @unchecked Sendable {
 }
 
 let benchmarks: @Sendable () -> Void = {
+    Benchmark.teardown = { leftovers.cleanUp() }
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .mallocCountTotal, .throughput],
         timeUnits: .nanoseconds,
@@ -79,7 +106,7 @@ let benchmarks: @Sendable () -> Void = {
             blackHole(adder.buffer.add(log: typicalLog))
             benchmark.stopMeasurement()
         } setup: {
-            SteadyAdder(makeBuffer(strategy, folder: temporaryFolder("add-\(strategy)")))
+            SteadyAdder(setUpBuffer(strategy, folder: temporaryFolder("add-\(strategy)")))
         }
     }
 
@@ -91,7 +118,7 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(buffer.add(log: typicalLog))
         benchmark.stopMeasurement()
     } setup: {
-        makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("first-add"))
+        setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("first-add"))
     }
 
     Benchmark("create + add(log:) doubleRotatingBuffer") { benchmark, adder in
@@ -104,7 +131,7 @@ let benchmarks: @Sendable () -> Void = {
                          "user.tier": "gold"])))
         benchmark.stopMeasurement()
     } setup: {
-        SteadyAdder(makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("create-add")))
+        SteadyAdder(setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("create-add")))
     }
 
     // 2. add(span:).
@@ -114,7 +141,7 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(adder.buffer.add(span: typicalSpan))
         benchmark.stopMeasurement()
     } setup: {
-        SteadyAdder(makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("add-span")))
+        SteadyAdder(setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("add-span")))
     }
 
     // 3. Two threads adding at once: 2 × 49 adds per iteration.
@@ -127,7 +154,7 @@ let benchmarks: @Sendable () -> Void = {
         }
         benchmark.stopMeasurement()
     } setup: {
-        makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("two-threads"))
+        setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("two-threads"))
     }
 
     // 4. The background cost of a flush: a list of ~1 MiB of spans to a published envelope.
@@ -139,7 +166,7 @@ let benchmarks: @Sendable () -> Void = {
         buffer.flush()
         benchmark.stopMeasurement()
     } setup: {
-        makeBuffer(.doubleRotatingBuffer, folder: temporaryFolder("flush"))
+        setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("flush"))
     }
 
     // 5. Start-up recovery of two full lists and their two caches: what the creating thread waits for

@@ -3,9 +3,10 @@ import Foundation
 /// Writes JSON bytes into a `ByteBuffer` without allocating once the buffer is warm.
 ///
 /// It keeps the buffer's pointer and count in locals (a struct on the caller's stack) so the hot loops
-/// are plain pointer stores; `finish()` hands the count back to the buffer.
+/// are plain pointer stores; `finish()` hands the count back to the buffer. The buffer must outlive the
+/// writer (it is not retained: the hot path's writer is made and dropped inside `add`).
 struct JSONWriter {
-    private let storage: ByteBuffer
+    private unowned(unsafe) let storage: ByteBuffer
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     private(set) var count: Int

@@ -12,45 +12,70 @@ final class RotatingRegions: @unchecked Sendable {
         var pending = false
         var closed = false
         var ids = ItemIDSequence()
+
+        /// A region's tally, in place: reading it out of the array would copy it, and retain and release its
+        /// list of cut traces, on every add.
+        @inline(__always)
+        mutating func tally<Result>(_ index: Int, _ body: (inout BatchTally) -> Result) -> Result {
+            body(&tallies[index])
+        }
     }
 
     private let state = Locked(State())
-    private let regions: [RecordRegion]
+    /// The regions: kept alive here, reached on the hot path through `unmanaged` (see `withRegion`).
+    private let first: RecordRegion
+    private let second: RecordRegion
+    private let unmanaged: (Unmanaged<RecordRegion>, Unmanaged<RecordRegion>)
     private let maxLogs: Int
     private let maxSpans: Int
 
     /// Logs or spans that reach `maxLogs` or `maxSpans` in a region ask for a forward.
     init(_ first: RecordRegion, _ second: RecordRegion, maxLogs: Int, maxSpans: Int) {
-        regions = [first, second]
+        self.first = first
+        self.second = second
+        unmanaged = (.passUnretained(first), .passUnretained(second))
         self.maxLogs = maxLogs
         self.maxSpans = maxSpans
     }
 
     func append(_ item: EncodedItem) -> AppendOutcome {
         state.withLock { state in
-            guard !state.closed, !state.tallies[state.active].isCut(item) else { return .rejected(.bufferOverflow) }
+            let active = state.active
+            guard !state.closed, !state.tally(active, { $0.isCut(item) }) else { return .rejected(.bufferOverflow) }
             var rotated = false
-            if !canTake(item, in: state.active, state) {
-                let other = state.active ^ 1
-                guard !state.pending, !regions[state.active].isEmpty, canTake(item, in: other, state) else {
-                    state.tallies[state.active].overflowed(item)
+            if !canTake(item, in: active, &state) {
+                let other = active ^ 1
+                guard !state.pending, !withRegion(active, \.isEmpty), canTake(item, in: other, &state) else {
+                    state.tally(active) { $0.overflowed(item) }
                     return .rejected(.bufferOverflow)
                 }
                 state.active = other
                 state.pending = true
                 rotated = true
             }
-            let region = regions[state.active]
-            let wasEmpty = region.isEmpty
-            region.append(category: item.category, id: state.ids.next(), payload: item.payload, payloadCRC: item.payloadCRC)
-            let limitReached = state.tallies[state.active].count(item.category, maxLogs: maxLogs, maxSpans: maxSpans)
+            let id = state.ids.next()
+            let wasEmpty = withRegion(state.active) { target in
+                let wasEmpty = target.isEmpty
+                target.append(category: item.category, id: id, payload: item.payload, payloadCRC: item.payloadCRC)
+                return wasEmpty
+            }
+            let limitReached = state.tally(state.active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
             return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
         }
     }
 
+    /// Region 0 or 1, borrowed: `self` keeps both alive, so the hot path need not retain and release one
+    /// on every add (as reading it from an array, or returning it, does).
     @inline(__always)
-    private func canTake(_ item: EncodedItem, in index: Int, _ state: borrowing State) -> Bool {
-        regions[index].fits(payloadCount: item.payload.count) && state.tallies[index].hasRoom(for: item.category)
+    private func withRegion<Result>(_ index: Int, _ body: (RecordRegion) -> Result) -> Result {
+        (index == 0 ? unmanaged.0 : unmanaged.1)._withUnsafeGuaranteedRef(body)
+    }
+
+    private func region(_ index: Int) -> RecordRegion { index == 0 ? first : second }
+
+    @inline(__always)
+    private func canTake(_ item: EncodedItem, in index: Int, _ state: inout State) -> Bool {
+        withRegion(index) { $0.fits(payloadCount: item.payload.count) } && state.tally(index) { $0.hasRoom(for: item.category) }
     }
 
     /// The region to forward next (the pending one, else the active one after a swap); `nil` when
@@ -58,12 +83,12 @@ final class RotatingRegions: @unchecked Sendable {
     func beginForwarding() -> (index: Int, records: UnsafeRawBufferPointer)? {
         state.withLock { state in
             if !state.pending {
-                guard !regions[state.active].isEmpty else { return nil }
+                guard !region(state.active).isEmpty else { return nil }
                 state.active ^= 1
                 state.pending = true
             }
             let index = state.active ^ 1
-            return (index, regions[index].records)
+            return (index, region(index).records)
         }
     }
 
@@ -71,14 +96,14 @@ final class RotatingRegions: @unchecked Sendable {
     func endForwarding() {
         state.withLock { state in
             let index = state.active ^ 1
-            regions[index].reset()
+            region(index).reset()
             state.tallies[index] = BatchTally()
             state.pending = false
         }
     }
 
     /// Both regions, for the crash handler, which reads them lock-free up to their committed lengths.
-    var all: [RecordRegion] { regions }
+    var all: [RecordRegion] { [first, second] }
 
     /// The region callers append to now.
     var activeIndex: Int { state.withLock { $0.active } }
@@ -86,7 +111,7 @@ final class RotatingRegions: @unchecked Sendable {
     /// Rejects every later append.
     func close() { state.withLock { $0.closed = true } }
 
-    var isEmpty: Bool { state.withLock { !$0.pending && regions[$0.active].isEmpty } }
+    var isEmpty: Bool { state.withLock { !$0.pending && region($0.active).isEmpty } }
 
     /// Items in both regions.
     var itemCount: Int { state.withLock { $0.tallies.reduce(0) { $0 + $1.items } } }

@@ -22,17 +22,22 @@ enum EncodingScratch {
     /// Bytes kept per thread between items; a larger item grows the buffer once, then it shrinks back.
     static let retainedCapacity = 16 * 1024
 
-    /// The calling thread's buffer, emptied.
+    /// Calls `body` with the calling thread's buffer, emptied. The buffer is borrowed, not retained: the
+    /// thread's slot keeps it alive, and the hot path saves two atomic reference-count operations.
     @inline(__always)
-    static func current() -> ByteBuffer {
-        if let pointer = pthread_getspecific(key) {
-            let buffer = Unmanaged<ByteBuffer>.fromOpaque(pointer).takeUnretainedValue()
+    static func withCurrent<Result>(_ body: (ByteBuffer) -> Result) -> Result {
+        let pointer = pthread_getspecific(key) ?? install()
+        return Unmanaged<ByteBuffer>.fromOpaque(pointer)._withUnsafeGuaranteedRef { buffer in
             buffer.shrink(to: retainedCapacity)
             buffer.count = 0
-            return buffer
+            return body(buffer)
         }
-        let buffer = ByteBuffer(capacity: retainedCapacity)
-        pthread_setspecific(key, Unmanaged.passRetained(buffer).toOpaque())
-        return buffer
+    }
+
+    @inline(never)
+    private static func install() -> UnsafeMutableRawPointer {
+        let pointer = Unmanaged.passRetained(ByteBuffer(capacity: retainedCapacity)).toOpaque()
+        pthread_setspecific(key, pointer)
+        return pointer
     }
 }
