@@ -124,10 +124,13 @@ struct ItemEncoder: Sendable {
         }
     }
 
+    /// How many leading bytes of a span payload name its trace: `{"trace_id":"<32 hex>"`.
+    static let spanTracePrefixLength = spanPrefix.count + 33
+
     /// The trace of a span payload written by this encoder, or `nil` if the bytes do not start as it writes.
     static func traceID(ofSpan payload: UnsafeRawBufferPointer) -> TraceID? {
         let start = spanPrefix.count
-        guard payload.count >= start + 33,
+        guard payload.count >= spanTracePrefixLength,
               payload.prefix(start).elementsEqual(spanPrefix),
               payload[start + 32] == 0x22,
               let high = HexDigits.parse(payload[start..<start + 16]),

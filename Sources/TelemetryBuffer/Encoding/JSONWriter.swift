@@ -240,10 +240,13 @@ struct JSONWriter {
         guard magnitude >= 1e-4 && magnitude < 1e15 else { return false }
         var scale = 1.0
         for fractionDigits in 0...9 {
-            let scaled = (magnitude * scale).rounded()
-            guard scaled < 9_007_199_254_740_992 else { return false }  // 2^53: every integer below is exact
-            if scaled / scale == magnitude {
-                writeDecimal(UInt64(scaled), fractionDigits: fractionDigits, negative: value < 0)
+            let product = magnitude * scale
+            guard product < 9_007_199_254_740_992 else { return false }  // 2^53: every integer below is exact
+            // Rounded by truncating `product + 0.5`: a conversion instruction, where `rounded()` is a libm
+            // call. A tie rounding up instead of to even only changes which candidate the check below sees.
+            let digits = UInt64(product + 0.5)
+            if Double(digits) / scale == magnitude {
+                writeDecimal(digits, fractionDigits: fractionDigits, negative: value < 0)
                 return true
             }
             scale *= 10
@@ -284,11 +287,13 @@ struct JSONWriter {
     /// Writes the 16 lowercase hex digits of `value` (most significant first), without quotes.
     mutating func hex(_ value: UInt64) {
         reserve(16)
-        let pairs = Self.hexPairs.utf8Start
+        let pairs = UnsafeRawPointer(Self.hexPairs.utf8Start)
+        let output = UnsafeMutableRawPointer(base + count)
         for index in 0..<8 {
             let byte = Int(truncatingIfNeeded: value >> UInt64(56 &- 8 &* index)) & 0xFF
-            base[count &+ 2 &* index] = pairs[2 &* byte]
-            base[count &+ 2 &* index &+ 1] = pairs[2 &* byte &+ 1]
+            // Both digits at once: a two-byte copy from the table.
+            output.storeBytes(of: pairs.loadUnaligned(fromByteOffset: 2 &* byte, as: UInt16.self),
+                              toByteOffset: 2 &* index, as: UInt16.self)
         }
         count &+= 16
     }

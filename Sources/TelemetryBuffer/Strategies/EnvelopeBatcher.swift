@@ -23,16 +23,24 @@ struct EnvelopeBatcher: Sendable {
         var logs: [UnsafeRawBufferPointer] = []
         var traces: [TraceID] = []
         var spans: [TraceID: [UnsafeRawBufferPointer]] = [:]
+        var lastSpan: (prefix: UnsafeRawBufferPointer, trace: TraceID)?
         let scan = RecordFraming.forEachRecord(in: records) { record in
             switch record.category {
             case .log:
                 logs.append(record.payload)
             case .span:
+                // Spans of one trace tend to come in runs: the same leading bytes as the last span's
+                // mean the same trace, without parsing it again.
+                if let last = lastSpan, record.payload.starts(with: last.prefix) {
+                    spans[last.trace]!.append(record.payload)
+                    return
+                }
                 guard let trace = ItemEncoder.traceID(ofSpan: record.payload) else {
                     return reports.record(.internalSDKError, .span)
                 }
                 if spans[trace] == nil { traces.append(trace) }
                 spans[trace, default: []].append(record.payload)
+                lastSpan = (UnsafeRawBufferPointer(rebasing: record.payload.prefix(ItemEncoder.spanTracePrefixLength)), trace)
             }
         }
         if scan.discardedBytes > 0 {
