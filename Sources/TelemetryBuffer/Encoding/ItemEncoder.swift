@@ -160,12 +160,9 @@ extension JSONWriter {
     /// Writes `"k":{…},…` for each attribute.
     mutating func attributeList(_ attributes: Attributes) {
         attributes.withElements { elements in
-            guard let first = elements.baseAddress else { return }
-            for index in 0..<elements.count {
+            for index in elements.indices {
                 if index > 0 { byte(0x2C) }
-                // Borrowed in place through the pointer: no reference counting per element.
-                let element = first + index
-                attribute(key: element.pointee.key, value: element.pointee.value)
+                attribute(key: elements[index].key, value: elements[index].value)
             }
         }
     }

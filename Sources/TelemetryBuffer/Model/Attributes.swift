@@ -51,8 +51,7 @@ public struct Attributes: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     /// Iterates in insertion order.
     public func makeIterator() -> IndexingIterator<[Element]> { elements.makeIterator() }
 
-    /// The attributes in order, read in place: the encoder's loop, free of the reference counting that
-    /// copying each element out would cost.
+    /// The attributes in order, read in place (the encoder's loop: no iterator over a copy of the array).
     @inline(__always)
     func withElements<Result>(_ body: (UnsafeBufferPointer<Element>) -> Result) -> Result {
         elements.withUnsafeBufferPointer(body)
