@@ -80,6 +80,25 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["l0", "l1", "l2", "s0"])
     }
 
+    /// Files an interrupted start had claimed are recovered together with this start's own, in order.
+    func testFilesClaimedByAnInterruptedStartAreRecoveredToo() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let older = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/recovering-0-crash-safe-list-1", size: 4096 + 32),
+                                 kind: .crashSafeList)
+        append(["a0", "a1"], to: older, nonce: 1)
+        let newer = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-2", size: 4096 + 32),
+                                 kind: .crashSafeList)
+        append(["b0"], to: newer, nonce: 2)
+
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 3)
+        XCTAssertEqual(Set(buffer.recovery.files), ["crash-safe-list-1", "crash-safe-list-2"])
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a0", "a1", "b0"])
+        let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
+        XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) }, "\(left)")
+    }
+
     func testEachStrategyKeepsItsFilesAndEmptiesThemOnClose() throws {
         let bytes = 8192
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = bytes })
