@@ -100,6 +100,26 @@ enum FileSystem {
         }
     }
 
+    /// The whole file, read straight into the array (one `fstat`, then `read` until the end); `nil` if it
+    /// cannot be opened or read.
+    static func contents(of path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { return nil }
+        var failed = false
+        let bytes = [UInt8](unsafeUninitializedCapacity: Int(status.st_size)) { buffer, count in
+            while count < buffer.count {
+                let got = read(fd, buffer.baseAddress! + count, buffer.count - count)
+                if got < 0, errno == EINTR { continue }
+                guard got > 0 else { failed = got < 0; break }
+                count += got
+            }
+        }
+        return failed ? nil : bytes
+    }
+
     /// Removes `name` from the directory; a missing file is not an error.
     static func remove(_ name: String, directoryFD: Int32, directoryPath: String) throws {
         guard unlinkat(directoryFD, name, 0) == 0 || errno == ENOENT else {

@@ -22,9 +22,9 @@ struct FramedFile {
 
     /// Reads `name` in `folder`; `nil` if it does not exist. A file with no valid header has no records.
     init?(folder: String, name: String) {
-        guard let data = FileManager.default.contents(atPath: folder + "/" + name) else { return nil }
+        guard let bytes = FileSystem.contents(of: folder + "/" + name) else { return nil }
         self.name = name
-        bytes = Array(data)
+        self.bytes = bytes
         let header = bytes.withUnsafeBytes { RecordFraming.kind(ofHeader: $0) }
         kind = header
         guard header != nil else {

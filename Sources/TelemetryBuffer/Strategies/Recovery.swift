@@ -20,11 +20,14 @@ public struct RecoveryReport: Sendable, Equatable {
 /// the new buffer's files then start empty beside them. `run` (the first task of the background queue)
 /// reads the claimed files. Publication markers say which staged envelopes are authoritative: a `captured`
 /// file's items are already in its staged envelopes, so they are skipped; a `publishing` file's staged
-/// envelopes are incomplete, so they are deleted and the file's items count. The remaining items are
-/// deduplicated by item ID, put in order of arrival, written as one `recovered` file (atomic rename: the
-/// commit point), the claimed files are removed, and `recovered` is published as staged envelopes with its
-/// own marker. A crash at any step leaves files the next start claims and reads to the same result:
-/// nothing lost, nothing twice.
+/// envelopes are incomplete, so they are deleted and the file's items count. After a process death the
+/// claimed files are crash-safe lists whose IO caches hold nothing the lists lack: then each list is
+/// published as it is, under its own marker, and removed with its cache. Otherwise (a crash handler's
+/// files, a stream cache, a list missing what its cache holds) the remaining items are deduplicated by
+/// item ID, put in order of arrival, written as one `recovered` file (atomic rename: the commit point),
+/// the claimed files are removed, and `recovered` is published as staged envelopes with its own marker.
+/// A crash at any step leaves files the next start claims and reads to the same result: nothing lost,
+/// nothing twice.
 enum Recovery {
     static let claimedPrefix = "recovering-"
 
@@ -69,6 +72,11 @@ enum Recovery {
             }
         }
 
+        if let lists = listsHoldingTheirCaches(sources) {
+            try publish(lists, from: sources, folder: folder, batcher: batcher, into: &report)
+            return report
+        }
+
         // Live items, once each, in order of arrival (per buffer lifetime, by sequence).
         var seen = published
         var items: [(id: ItemID, category: ItemCategory, payload: [UInt8])] = []
@@ -109,6 +117,67 @@ enum Recovery {
         if !items.isEmpty { try publishRecovered(folder: folder, batcher: batcher) }
         report.envelopes = folder.stagedEnvelopes().count
         return report
+    }
+
+    /// The claimed crash-safe lists, oldest first, when they and their IO caches are all the sources, every
+    /// file reads without a bad byte, and each cache holds only records its list holds: the case after a
+    /// process death. Then every item is in a list once, and each list can be published as it is.
+    private static func listsHoldingTheirCaches(_ sources: [FramedFile]) -> [FramedFile]? {
+        var lists: [String: (file: FramedFile, ids: Set<ItemID>)] = [:]
+        var caches: [(key: String, file: FramedFile)] = []
+        for source in sources {
+            guard let original = claimedName(source.name)?.original, source.kind != nil else { return nil }
+            let generation = claimedName(source.name)!.generation
+            var ids = Set<ItemID>()
+            let scan = source.withRecords { RecordFraming.forEachRecord(in: $0) { ids.insert($0.id) } }
+            guard scan.discardedBytes == 0 else { return nil }
+            if original.hasPrefix("crash-safe-list-") {
+                lists["\(generation)-\(original.dropFirst("crash-safe-list-".count))"] = (source, ids)
+            } else if original.hasPrefix("async-io-cache-") {
+                caches.append(("\(generation)-\(original.dropFirst("async-io-cache-".count))", source))
+            } else {
+                return nil
+            }
+        }
+        for cache in caches {
+            guard let list = lists[cache.key] else { return nil }
+            let held = cache.file.withRecords { records in
+                var all = true
+                RecordFraming.forEachRecord(in: records) { if !list.ids.contains($0.id) { all = false } }
+                return all
+            }
+            guard held else { return nil }
+        }
+        return sources.filter { source in lists.values.contains { $0.file.name == source.name } }
+    }
+
+    /// Publishes each list under its own marker, straight from its file, then removes its cache and it. A
+    /// crash in between leaves a list `publishing` (its envelopes are deleted and it is published again) or
+    /// `captured` (its items, and their copies in its cache, are skipped): nothing lost, nothing twice.
+    private static func publish(_ lists: [FramedFile], from sources: [FramedFile], folder: BufferFolder,
+                                batcher: EnvelopeBatcher, into report: inout RecoveryReport) throws {
+        for list in lists {
+            let cache = sources.first { $0.name == list.name.replacingOccurrences(of: "crash-safe-list-", with: "async-io-cache-") }
+            if list.publication.state != .captured {
+                report.items += recordCount(list)
+                report.duplicates += cache.map(recordCount) ?? 0
+                // Staged inside: the batches point into the file's bytes.
+                try list.withRecords { records in
+                    try batcher.stage(batcher.batches(records), in: folder) { try FramedFile.mark($0, name: list.name, in: folder) }
+                }
+            }
+            if let cache { folder.remove(cache.name) }
+            folder.remove(list.name)
+            Failpoint.recoveryListDone.hit()
+        }
+        folder.sync()
+        report.envelopes = folder.stagedEnvelopes().count
+    }
+
+    private static func recordCount(_ file: FramedFile) -> Int {
+        var count = 0
+        file.withRecords { _ = RecordFraming.forEachRecord(in: $0) { _ in count += 1 } }
+        return count
     }
 
     /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.

@@ -29,6 +29,10 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// `publish.*` steps).
     case recoveryRemoved = "recovery.removed"
 
+    /// Recovery published a list straight from its file and removed it and its IO cache; another list may
+    /// follow (the path taken after a process death, see `Recovery`).
+    case recoveryListDone = "recovery.list-done"
+
     private static let armed = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"]
 
     /// Kills the process here if this failpoint is armed.
