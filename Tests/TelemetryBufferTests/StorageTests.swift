@@ -99,6 +99,28 @@ final class StorageTests: XCTestCase {
         XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) }, "\(left)")
     }
 
+    /// A cache holding records its list lacks (as power loss can leave them) sends recovery the long way,
+    /// and those records are recovered too; a cache its list covers does not.
+    func testACacheHoldingMoreThanItsListIsRecoveredToo() throws {
+        for (cached, expected) in [(["a0", "a1", "a2"], ["a0", "a1", "a2"]), (["a0"], ["a0", "a1"])] {
+            try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+            let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
+                                    kind: .crashSafeList)
+            append(["a0", "a1"], to: list)
+            let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
+            let copy = RecordRegion(recordCapacity: 4096, kind: .memoryList)
+            append(cached, to: copy)
+            _ = try cache.catchUp(with: copy)
+
+            let buffer = try TelemetryBuffer(options: testOptions(directory))
+            XCTAssertEqual(buffer.recovery.items, expected.count, "cache \(cached)")
+            XCTAssertEqual(buffer.recovery.duplicates, min(cached.count, 2), "cache \(cached)")
+            buffer.close()
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), expected, "cache \(cached)")
+            try FileManager.default.removeItem(at: buffer.directory)
+        }
+    }
+
     func testEachStrategyKeepsItsFilesAndEmptiesThemOnClose() throws {
         let bytes = 8192
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = bytes })
