@@ -31,8 +31,10 @@ public struct RecoveryReport: Sendable, Equatable {
 enum Recovery {
     static let claimedPrefix = "recovering-"
 
-    /// Renames the buffer files of earlier processes to claimed names (durably: one `fsync` of the
-    /// folder); returns whether there is anything for `run` to do.
+    /// Renames the buffer files of earlier processes to claimed names; returns whether there is anything
+    /// for `run` to do. The renames are not synced here, so the creating thread never waits for the disk:
+    /// `run` syncs them first. Until then power loss can only undo them together with everything the new
+    /// buffer did after them (journaling file systems commit metadata changes in order).
     static func claim(folder: BufferFolder) throws -> Bool {
         let names = folder.names()
         let generation = names.compactMap { claimedName($0)?.generation }.max().map { $0 + 1 } ?? 0
@@ -43,7 +45,6 @@ enum Recovery {
             try folder.rename(name, to: "\(claimedPrefix)\(generation)-\(name)")
             claimed = true
         }
-        if claimed { folder.sync() }
         return claimed || !folder.stagedEnvelopes().isEmpty
     }
 
@@ -57,6 +58,7 @@ enum Recovery {
 
     /// Publishes the claimed files. Background queue, before any other publication.
     static func run(folder: BufferFolder, batcher: EnvelopeBatcher) throws -> RecoveryReport {
+        folder.sync()  // the claims
         var report = RecoveryReport()
         var sources = folder.names().filter { claimedName($0) != nil }.compactMap { FramedFile(folder: folder.path, name: $0) }
         sources.sort { ($0.created, $0.name) < ($1.created, $1.name) }
