@@ -120,7 +120,7 @@ let benchmarks: @Sendable () -> Void = {
     // The same adds back to back: 97 per measurement (the rest of a batch after its first add), so neither
     // the harness's cost per measurement nor its work between measurements (which evicts the add's code
     // and branch history from the core's caches) is in the figure. `ratios.py` divides by 97.
-    Benchmark("97 × add(log:) doubleRotatingBuffer",
+    Benchmark("add(log:) 97 back to back doubleRotatingBuffer",
               configuration: .init(metrics: [.wallClock, .mallocCountTotal], maxIterations: smoke ? 10 : 20_000)) { benchmark, buffer in
         buffer.flush()
         buffer.add(log: typicalLog)
