@@ -20,8 +20,8 @@ let typicalSpan = Span(
     startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.9), endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.35),
     attributes: ["sentry.op": "http.client", "http.response.status_code": 200, "server.address": "api.example.com"])
 
-/// What a benchmark made: closed and removed after it (each benchmark runs in a process of its own), so no
-/// buffer keeps working, and no file is left to be written back, while the next one measures.
+/// What a benchmark made: closed and removed after it (each benchmark runs in a process of its own), and
+/// the disk synced, so no buffer keeps working and no write-back is left over while the next one measures.
 final class Leftovers: @unchecked Sendable {
     private let lock = NSLock()
     private var buffers: [TelemetryBuffer] = []
@@ -34,6 +34,7 @@ final class Leftovers: @unchecked Sendable {
         let (buffers, folders) = lock.withLock { (self.buffers, self.folders) }
         for buffer in buffers { buffer.close() }
         for folder in folders { try? FileManager.default.removeItem(at: folder) }
+        sync()
     }
 }
 let leftovers = Leftovers()
