@@ -43,10 +43,11 @@ final class BufferFolder: @unchecked Sendable {
         self.path = path
         fd = try FileSystem.openDirectory(URL(fileURLWithPath: path, isDirectory: true))
         nextEnvelope = 0
-        for name in names() where name.hasSuffix(Self.temporarySuffix) {
+        let names = names()
+        for name in names where name.hasSuffix(Self.temporarySuffix) {
             try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
         }
-        nextEnvelope = (stagedEnvelopes().last?.index).map { $0 + 1 } ?? 0
+        nextEnvelope = names.compactMap(Self.stagedIndex).max().map { $0 + 1 } ?? 0
     }
 
     deinit { close(fd) }
@@ -65,11 +66,12 @@ final class BufferFolder: @unchecked Sendable {
 
     /// Staged envelopes, by index.
     func stagedEnvelopes() -> [(index: UInt64, name: String)] {
-        names().compactMap { name in
-            guard name.hasPrefix(Self.envelopePrefix), let index = UInt64(name.dropFirst(Self.envelopePrefix.count))
-            else { return nil }
-            return (index, name)
-        }.sorted { $0.index < $1.index }
+        names().compactMap { name in Self.stagedIndex(name).map { ($0, name) } }.sorted { $0.index < $1.index }
+    }
+
+    /// The index of a staged envelope's name, `nil` for any other name.
+    static func stagedIndex(_ name: String) -> UInt64? {
+        name.hasPrefix(envelopePrefix) ? UInt64(name.dropFirst(envelopePrefix.count)) : nil
     }
 
     /// Names for `count` new detected-termination files, numbered after any already there.

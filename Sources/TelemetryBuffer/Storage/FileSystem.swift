@@ -35,12 +35,10 @@ enum FileSystem {
     }
 
     /// Writes `bytes` to `name` in the directory `directoryFD` atomically and durably: a temporary file
-    /// in the same directory, `fsync`, `rename`, then `fsync` of the directory (unless the caller syncs
-    /// the directory once after several files). A reader listing the directory sees either no file or the
+    /// in the same directory, `fsync`, `rename`, then `fsync` of the directory. A reader listing the directory sees either no file or the
     /// whole file, never a part; after a power loss, the same.
     static func writeAtomically(
-        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: Int32, directoryPath: String,
-        syncDirectory: Bool = true
+        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: Int32, directoryPath: String
     ) throws {
         let fd = openat(directoryFD, temporaryName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw error("open", directoryPath + "/" + temporaryName) }
@@ -55,22 +53,12 @@ enum FileSystem {
             throw error("rename", directoryPath + "/" + name)
         }
         renamed = true
-        guard !syncDirectory || fsync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
+        guard fsync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
     }
 
     /// `write` until every byte is written, retrying on EINTR and short writes.
     static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
-        try bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw error("write", path)
-                }
-                offset += written
-            }
-        }
+        try bytes.withUnsafeBytes { try writeAll(fd, pieces: [$0], path: path) }
     }
 
     /// `writev` until every byte of `pieces` is written, in order: 1024 pieces per call (the smallest

@@ -36,8 +36,8 @@ final class RecordRegion {
 
     deinit { if mapping == nil { base.deallocate() } }
 
-    /// Bytes of committed records, for the writer (other threads read `committedRecordBytes`). Kept only in
-    /// the header, not in a stored property as well: one source of truth, and no exclusivity check.
+    /// Bytes of committed records, as the owner sees them: the header's committed length, which it alone
+    /// writes, is the one copy (no stored property to keep in step).
     var recordBytes: Int { committedRecordBytes }
 
     var isEmpty: Bool { recordBytes == 0 }

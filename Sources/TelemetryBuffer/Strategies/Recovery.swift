@@ -45,7 +45,7 @@ enum Recovery {
             try folder.rename(name, to: "\(claimedPrefix)\(generation)-\(name)")
             claimed = true
         }
-        return claimed || !folder.stagedEnvelopes().isEmpty
+        return claimed || names.contains { BufferFolder.stagedIndex($0) != nil }
     }
 
     /// The generation and original name of a claimed file.
@@ -75,7 +75,7 @@ enum Recovery {
         }
 
         if let lists = listsHoldingTheirCaches(sources) {
-            try publish(lists, from: sources, folder: folder, batcher: batcher, into: &report)
+            try publish(lists, folder: folder, batcher: batcher, into: &report)
             return report
         }
 
@@ -121,65 +121,67 @@ enum Recovery {
         return report
     }
 
+    /// A claimed crash-safe list, its claimed IO cache if any, and how many records each holds.
+    private struct ListWithCache {
+        var list: FramedFile
+        var cache: FramedFile?
+        var items: Int
+        var copies: Int
+    }
+
     /// The claimed crash-safe lists, oldest first, when they and their IO caches are all the sources, every
     /// file reads without a bad byte, and each cache holds only records its list holds: the case after a
     /// process death. Then every item is in a list once, and each list can be published as it is.
-    private static func listsHoldingTheirCaches(_ sources: [FramedFile]) -> [FramedFile]? {
-        var lists: [String: (file: FramedFile, ids: Set<ItemID>)] = [:]
-        var caches: [(key: String, file: FramedFile)] = []
+    private static func listsHoldingTheirCaches(_ sources: [FramedFile]) -> [ListWithCache]? {
+        let listPrefix = "crash-safe-list-", cachePrefix = "async-io-cache-"
+        var ids: [String: Set<ItemID>] = [:]
+        var lists: [String: ListWithCache] = [:]
+        var caches: [String: FramedFile] = [:]
         for source in sources {
-            guard let original = claimedName(source.name)?.original, source.kind != nil else { return nil }
-            let generation = claimedName(source.name)!.generation
-            var ids = Set<ItemID>()
-            let scan = source.withRecords { RecordFraming.forEachRecord(in: $0) { ids.insert($0.id) } }
-            guard scan.discardedBytes == 0 else { return nil }
-            if original.hasPrefix("crash-safe-list-") {
-                lists["\(generation)-\(original.dropFirst("crash-safe-list-".count))"] = (source, ids)
-            } else if original.hasPrefix("async-io-cache-") {
-                caches.append(("\(generation)-\(original.dropFirst("async-io-cache-".count))", source))
+            guard let claimed = claimedName(source.name), source.kind != nil else { return nil }
+            var held = Set<ItemID>()
+            guard source.withRecords({ RecordFraming.forEachRecord(in: $0) { held.insert($0.id) } }).discardedBytes == 0
+            else { return nil }
+            ids[source.name] = held
+            if claimed.original.hasPrefix(listPrefix) {
+                let key = "\(claimed.generation)-\(claimed.original.dropFirst(listPrefix.count))"
+                lists[key] = ListWithCache(list: source, cache: nil, items: held.count, copies: 0)
+            } else if claimed.original.hasPrefix(cachePrefix) {
+                caches["\(claimed.generation)-\(claimed.original.dropFirst(cachePrefix.count))"] = source
             } else {
                 return nil
             }
         }
-        for cache in caches {
-            guard let list = lists[cache.key] else { return nil }
-            let held = cache.file.withRecords { records in
-                var all = true
-                RecordFraming.forEachRecord(in: records) { if !list.ids.contains($0.id) { all = false } }
-                return all
-            }
-            guard held else { return nil }
+        for (key, cache) in caches {
+            guard let list = lists[key], ids[cache.name]!.isSubset(of: ids[list.list.name]!) else { return nil }
+            lists[key]!.cache = cache
+            lists[key]!.copies = ids[cache.name]!.count
         }
-        return sources.filter { source in lists.values.contains { $0.file.name == source.name } }
+        return sources.compactMap { source in lists.values.first { $0.list.name == source.name } }
     }
 
     /// Publishes each list under its own marker, straight from its file, then removes its cache and it. A
     /// crash in between leaves a list `publishing` (its envelopes are deleted and it is published again) or
     /// `captured` (its items, and their copies in its cache, are skipped): nothing lost, nothing twice.
-    private static func publish(_ lists: [FramedFile], from sources: [FramedFile], folder: BufferFolder,
-                                batcher: EnvelopeBatcher, into report: inout RecoveryReport) throws {
-        for list in lists {
-            let cache = sources.first { $0.name == list.name.replacingOccurrences(of: "crash-safe-list-", with: "async-io-cache-") }
-            if list.publication.state != .captured {
-                report.items += recordCount(list)
-                report.duplicates += cache.map(recordCount) ?? 0
+    private static func publish(_ lists: [ListWithCache], folder: BufferFolder, batcher: EnvelopeBatcher,
+                                into report: inout RecoveryReport) throws {
+        for entry in lists {
+            if entry.list.publication.state != .captured {
+                report.items += entry.items
+                report.duplicates += entry.copies
                 // Staged inside: the batches point into the file's bytes.
-                try list.withRecords { records in
-                    try batcher.stage(batcher.batches(records), in: folder) { try FramedFile.mark($0, name: list.name, in: folder) }
+                try entry.list.withRecords { records in
+                    try batcher.stage(batcher.batches(records), in: folder) {
+                        try FramedFile.mark($0, name: entry.list.name, in: folder)
+                    }
                 }
             }
-            if let cache { folder.remove(cache.name) }
-            folder.remove(list.name)
+            if let cache = entry.cache { folder.remove(cache.name) }
+            folder.remove(entry.list.name)
             Failpoint.recoveryListDone.hit()
         }
         folder.sync()
         report.envelopes = folder.stagedEnvelopes().count
-    }
-
-    private static func recordCount(_ file: FramedFile) -> Int {
-        var count = 0
-        file.withRecords { _ = RecordFraming.forEachRecord(in: $0) { _ in count += 1 } }
-        return count
     }
 
     /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.

@@ -71,8 +71,6 @@ final class RotatingRegions: @unchecked Sendable {
         (index == 0 ? unmanaged.0 : unmanaged.1)._withUnsafeGuaranteedRef(body)
     }
 
-    private func region(_ index: Int) -> RecordRegion { index == 0 ? first : second }
-
     @inline(__always)
     private func canTake(_ item: EncodedItem, in index: Int, _ state: inout State) -> Bool {
         withRegion(index) { $0.fits(payloadCount: item.payload.count) } && state.tally(index) { $0.hasRoom(for: item.category) }
@@ -83,12 +81,12 @@ final class RotatingRegions: @unchecked Sendable {
     func beginForwarding() -> (index: Int, records: UnsafeRawBufferPointer)? {
         state.withLock { state in
             if !state.pending {
-                guard !region(state.active).isEmpty else { return nil }
+                guard !withRegion(state.active, \.isEmpty) else { return nil }
                 state.active ^= 1
                 state.pending = true
             }
             let index = state.active ^ 1
-            return (index, region(index).records)
+            return (index, withRegion(index, \.records))
         }
     }
 
@@ -96,7 +94,7 @@ final class RotatingRegions: @unchecked Sendable {
     func endForwarding() {
         state.withLock { state in
             let index = state.active ^ 1
-            region(index).reset()
+            withRegion(index) { $0.reset() }
             state.tallies[index] = BatchTally()
             state.pending = false
         }
@@ -111,7 +109,7 @@ final class RotatingRegions: @unchecked Sendable {
     /// Rejects every later append.
     func close() { state.withLock { $0.closed = true } }
 
-    var isEmpty: Bool { state.withLock { !$0.pending && region($0.active).isEmpty } }
+    var isEmpty: Bool { state.withLock { !$0.pending && withRegion($0.active, \.isEmpty) } }
 
     /// Items in both regions.
     var itemCount: Int { state.withLock { $0.tallies.reduce(0) { $0 + $1.items } } }
