@@ -24,7 +24,7 @@ final class JSONWriterTests: XCTestCase {
         }
     }
 
-    /// Escapes at every position of strings around the eight-byte word boundaries round-trip.
+    /// Escapes at every position of strings across the scan's 4-, 8- and 16-byte block sizes round-trip.
     func testEscapesAtEveryPositionRoundTrip() {
         for length in 1...40 {
             for position in 0..<length {
@@ -35,6 +35,35 @@ final class JSONWriterTests: XCTestCase {
                     let json = written { $0.string(text) }
                     let decoded = try? JSONSerialization.jsonObject(with: Data("[\(json)]".utf8)) as? [String]
                     XCTAssertEqual(decoded, [text], "length \(length), position \(position)")
+                }
+            }
+        }
+    }
+
+    /// Two bytes to escape at every pair of positions, among multi-byte UTF-8, give what escaping byte by
+    /// byte gives.
+    func testTwoEscapesAtEveryPairOfPositionsMatchByteByByteEscaping() {
+        func reference(_ text: String) -> String {
+            var json = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": json += "\\\""
+                case "\\": json += "\\\\"
+                case "\n": json += "\\n"
+                case "\u{01}": json += "\\u0001"
+                default: json.unicodeScalars.append(scalar)
+                }
+            }
+            return json + "\""
+        }
+        for length in 1...36 {
+            for first in 0..<length {
+                for second in first..<length {
+                    var characters = (0..<length).map { $0 % 3 == 0 ? "é" : "a" }
+                    characters[first] = "\""
+                    characters[second] = second % 2 == 0 ? "\n" : "\u{01}"
+                    let text = characters.joined()
+                    XCTAssertEqual(written { $0.string(text) }, reference(text), "length \(length), \(first), \(second)")
                 }
             }
         }

@@ -5,7 +5,8 @@
 #include <stdint.h>
 
 // What Swift cannot do itself: the atomics a crash handler reads lists with (Swift has none for iOS 13),
-// the async-signal-safe crash handler, and CRC-32C with the CPU's instruction.
+// the async-signal-safe crash handler, CRC-32C with the CPU's instruction, and the 16-byte vector scan
+// of JSON strings.
 
 /// Publishes `value` (a committed length) after every earlier store to the record bytes.
 static inline void tb_store_release_u64(uint64_t *address, uint64_t value) {
@@ -89,5 +90,11 @@ int tb_crc32c_available(void);
 /// Continues CRC-32C (0 to start) over `count` bytes with the CPU's instruction; same results as the
 /// portable table version. Call only when `tb_crc32c_available()`.
 uint32_t tb_crc32c(uint32_t crc, const void *bytes, size_t count);
+
+/// Copies `source` to `destination` up to the first byte a JSON string must escape (`"`, backslash or below
+/// 0x20) and returns the number of bytes before it (`count` when there is none). Reads exactly `count`
+/// bytes of `source`; may write all `count` bytes of `destination`, the ones after the returned length
+/// being scratch for the caller to overwrite.
+size_t tb_json_copy_clean(uint8_t *destination, const uint8_t *source, size_t count);
 
 #endif

@@ -1,3 +1,4 @@
+import CTelemetrySignals
 import Foundation
 
 /// Writes JSON bytes into a `ByteBuffer` without allocating once the buffer is warm.
@@ -77,67 +78,26 @@ struct JSONWriter {
         }
     }
 
-    /// Writes `"bytes"`, escaped, eight bytes per step: each word is checked for bytes to escape and
-    /// stored whole; the output advances past its clean prefix, and the byte after that prefix, if any, is
-    /// escaped. The last one to seven bytes are gathered into a word padded with plain bytes.
+    /// Writes `"bytes"`, escaped: the clean runs are copied by the vector scan, each byte after one is escaped.
     @inline(__always)
     private mutating func quoted(_ bytes: UnsafeRawBufferPointer) {
         let length = bytes.count
-        // The quotes, every byte as is, and room to store a whole word at the end; an escape reserves
-        // its extra bytes itself.
-        reserve(length &+ 10)
+        // The quotes and every byte as is; an escape reserves its extra bytes itself.
+        reserve(length &+ 2)
         base[count] = 0x22
         count &+= 1
-        guard let source = bytes.baseAddress else { return closeQuote() }
-        // The output position lives in a local between escapes, so it stays in a register.
-        var output = UnsafeMutableRawPointer(base + count)
-        var index = 0
-        while index < length {
-            let left = length &- index
-            let word = left >= 8
-                ? UInt64(littleEndian: source.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-                : Self.gather(source + index, count: left)
-            let found = Self.escapeMask(word)
-            output.storeBytes(of: word.littleEndian, as: UInt64.self)
-            if found == 0 {
-                let step = min(left, 8)
-                output += step
-                index &+= step
-                continue
+        if let source = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) {
+            var index = 0
+            while true {
+                let clean = tb_json_copy_clean(base + count, source + index, length &- index)
+                count &+= clean
+                index &+= clean
+                if index == length { break }
+                escape(source[index], left: length &- index)
+                index &+= 1
             }
-            // The lowest flagged byte is exact (the trick's false positives only sit above a true one).
-            let clean = found.trailingZeroBitCount &>> 3
-            index &+= clean
-            count = base.distance(to: (output + clean).assumingMemoryBound(to: UInt8.self))
-            escape(source.load(fromByteOffset: index, as: UInt8.self), left: length &- index)
-            index &+= 1
-            output = UnsafeMutableRawPointer(base + count)
         }
-        count = base.distance(to: output.assumingMemoryBound(to: UInt8.self))
         closeQuote()
-    }
-
-    /// The `count` (1 to 7) bytes at `bytes` as the low bytes of a word whose other bytes are `a`.
-    @inline(__always)
-    private static func gather(_ bytes: UnsafeRawPointer, count: Int) -> UInt64 {
-        var word: UInt64 = 0
-        var filled: UInt64 = 0
-        var offset = 0
-        if count & 4 != 0 {
-            word = UInt64(UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self)))
-            filled = 32
-            offset = 4
-        }
-        if count & 2 != 0 {
-            word |= UInt64(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt16.self))) &<< filled
-            filled &+= 16
-            offset &+= 2
-        }
-        if count & 1 != 0 {
-            word |= UInt64(bytes.load(fromByteOffset: offset, as: UInt8.self)) &<< filled
-            filled &+= 8
-        }
-        return word | (0x6161_6161_6161_6161 &<< filled)
     }
 
     @inline(__always)
@@ -147,7 +107,7 @@ struct JSONWriter {
     }
 
     /// Writes the escape for `byte`. `left`: the bytes of the string not yet written, this one included
-    /// (their room, the closing quote's and a word's slack stay reserved).
+    /// (room for them as they are and for the closing quote stays reserved).
     @inline(never)
     private mutating func escape(_ byte: UInt8, left: Int) {
         reserve(16 &+ left)
@@ -163,18 +123,6 @@ struct JSONWriter {
             raw("\\u00")
             pair(HexDigits.digit(byte >> 4), HexDigits.digit(byte & 0xF))
         }
-    }
-
-    /// The high bit of each byte of `word` (bytes in memory order, lowest first) that is `"`, `\` or below
-    /// 0x20, possibly also of bytes above such a byte; 0 when there is nothing to escape. Branch-free: a
-    /// byte is zero after the XOR, or below the bound, exactly when its high bit survives the subtraction
-    /// and the mask.
-    @inline(__always)
-    private static func escapeMask(_ word: UInt64) -> UInt64 {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        let quote = word ^ (0x22 &* ones), backslash = word ^ (0x5C &* ones)
-        let found = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- 0x20 &* ones) & ~word)
-        return found & highs
     }
 
     @inline(__always)
