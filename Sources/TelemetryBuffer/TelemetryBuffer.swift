@@ -53,7 +53,8 @@ public final class TelemetryBuffer: Sendable {
     /// Start-up recovery does not hold this up: the buffer files an earlier process left in
     /// `<directory>/telemetry-buffer` are renamed aside (claimed), and the background queue's first task
     /// reads them, deduplicates by item ID and publishes them as envelopes, before any new item is
-    /// published. See `recovery` for what was found.
+    /// published. See `recovery` for what was found. The one wait: a buffer on the same DSN released
+    /// without `close()` holds the folder until its final forward, which this waits for (at most 2 s).
     ///
     /// - Throws: `TelemetryBufferError` for an invalid DSN, an option out of range, an unusable cache
     ///   directory, a buffer folder already in use by another buffer, or a file that cannot be created
@@ -64,6 +65,8 @@ public final class TelemetryBuffer: Sendable {
         try FileSystem.makeDirectory(options.cacheDirectory)
         directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
         try FileSystem.makeDirectory(directory)
+        // A buffer on this DSN that was released without `close()` holds the folder until its final forward.
+        LiveBuffers.awaitReleases(of: directory.path)
         let folder = try BufferFolder(path: directory.appendingPathComponent(BufferFolder.name).path)
         self.folder = folder
 
@@ -166,9 +169,11 @@ public final class TelemetryBuffer: Sendable {
         uploader?.stop()
         // Items the app added but never flushed: forward them, keeping the strategy (and its crash
         // registration, which points into it) alive for it.
-        LiveBuffers.release(ObjectIdentifier(self), finalForward: { [strategy, crash] in
+        LiveBuffers.release(ObjectIdentifier(self), directory: directory.path, finalForward: { [strategy, crash, folder] in
             strategy.close()
             crash?.unregister()
+            // Now, not when the last reference goes: a new buffer on this DSN is waiting for the folder.
+            folder.release()
         }, on: queue)
     }
 

@@ -77,6 +77,23 @@ final class OptionsTests: XCTestCase {
         }
     }
 
+    /// A buffer released without `close()` holds its folder until its final forward has run; a new buffer
+    /// on the same DSN right after waits for that instead of failing, and finds the first one's items stored.
+    func testANewBufferOnTheDSNWaitsForTheFinalForwardOfOneReleasedWithoutClose() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            var first: TelemetryBuffer? = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = strategy })
+            let bodies = (0..<500).map { "log \($0) of the released buffer" }
+            for body in bodies { XCTAssertTrue(first?.add(log: .test(body)) ?? false) }
+            let envelopes = try XCTUnwrap(first?.envelopesDirectory)
+            first = nil
+            let second = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = strategy })
+            second.close()
+            XCTAssertEqual(try logBodies(in: envelopes), bodies, "\(strategy)")
+        }
+    }
+
     func testFoldersAreNamedBySHA1OfTheDSN() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.directory.lastPathComponent, SHA1.hex(testDSN.utf8))

@@ -13,6 +13,9 @@ enum LiveBuffers {
     /// Final forwards scheduled by buffers that were released without `close()`; exit waits for them.
     private static let closing = DispatchGroup()
 
+    /// The same, by buffer directory: a new buffer on the directory waits for them.
+    private static let releasing = Locked<[String: DispatchGroup]>([:])
+
     /// How long a graceful exit waits for each buffer.
     private static let exitTimeout: TimeInterval = 2
 
@@ -35,14 +38,31 @@ enum LiveBuffers {
     }
 
     /// Forgets a released buffer and runs its final forward on `queue` without blocking the releasing
-    /// thread; a graceful exit still waits for it.
-    static func release(_ id: ObjectIdentifier, finalForward: @escaping @Sendable () -> Void, on queue: DispatchQueue) {
+    /// thread; a graceful exit still waits for it, and so does a new buffer on the same `directory`.
+    static func release(_ id: ObjectIdentifier, directory: String, finalForward: @escaping @Sendable () -> Void,
+                        on queue: DispatchQueue) {
         _ = buffers.withLock { $0.removeValue(forKey: id) }
+        // One group per DSN folder ever released in this process (a handful), kept for later waits.
+        let folderReleases = releasing.withLock { groups in
+            if let group = groups[directory] { return group }
+            let group = DispatchGroup()
+            groups[directory] = group
+            return group
+        }
         closing.enter()
+        folderReleases.enter()
         queue.async {
             finalForward()
+            folderReleases.leave()
             closing.leave()
         }
+    }
+
+    /// Waits, at most as long as a graceful exit does, for the final forwards of buffers on `directory`
+    /// released without `close()`: they hold its folder until then.
+    static func awaitReleases(of directory: String) {
+        guard let group = releasing.withLock({ $0[directory] }) else { return }
+        _ = group.wait(timeout: .now() + exitTimeout)
     }
 
     private static func each(_ body: (TelemetryBuffer) -> Void) {
