@@ -9,7 +9,8 @@ let package = Package(
         .executable(name: "telemetry-demo", targets: ["telemetry-demo"]),
     ],
     targets: [
-        // Code Swift cannot promise to be async-signal-safe (atomics now, the crash handler next).
+        // What Swift cannot do: promise async-signal-safety (the crash handler, the atomics it reads) and
+        // reach the CPU's CRC-32C and vector instructions (checksums, the scan of JSON strings).
         .target(name: "CTelemetrySignals"),
         .target(name: "TelemetryBuffer", dependencies: ["CTelemetrySignals"]),
         .executableTarget(name: "telemetry-demo", dependencies: ["TelemetryBuffer"]),
