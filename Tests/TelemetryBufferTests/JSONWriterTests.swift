@@ -82,6 +82,20 @@ final class JSONWriterTests: XCTestCase {
         XCTAssertEqual(written { $0.integer(.min) }, "-9223372036854775808")
     }
 
+    /// Every power of ten and its neighbours, where the digit count changes, and each power of two.
+    func testUnsignedAtEveryDigitCountBoundary() {
+        var values: [UInt64] = [0, 1, .max, .max - 1]
+        var power: UInt64 = 1
+        for _ in 0...19 {
+            values += [power - 1, power, power + 1]
+            power = power.multipliedReportingOverflow(by: 10).partialValue
+        }
+        values += (0..<64).flatMap { bit in [UInt64(1) << bit, (UInt64(1) << bit) - 1] }
+        for value in values {
+            XCTAssertEqual(written { $0.unsigned(value) }, String(value))
+        }
+    }
+
     func testDoublesRoundTripExactly() {
         var values: [Double] = [0, -0.0, 0.1, 0.75, 1, -1.5, 1e-300, .leastNonzeroMagnitude, .greatestFiniteMagnitude,
                                 .leastNormalMagnitude, 123456789.123456789, 1e16, 3.141592653589793]
