@@ -78,7 +78,7 @@ struct JSONWriter {
         }
     }
 
-    /// Writes `"bytes"`, escaped: the clean runs are copied by the vector scan, each byte after one is escaped.
+    /// Writes `"bytes"`, escaped: the vector scan copies each clean run, and the byte that ends it is escaped.
     @inline(__always)
     private mutating func quoted(_ bytes: UnsafeRawBufferPointer) {
         let length = bytes.count
