@@ -27,8 +27,10 @@ final class BufferFolder: @unchecked Sendable {
     private var nextEnvelope: UInt64
 
     static let name = "telemetry-buffer"
-    static func crashSafeList(_ number: Int) -> String { "crash-safe-list-\(number)" }
-    static func asyncIOCache(_ number: Int) -> String { "async-io-cache-\(number)" }
+    static let crashSafeListPrefix = "crash-safe-list-"
+    static let asyncIOCachePrefix = "async-io-cache-"
+    static func crashSafeList(_ number: Int) -> String { crashSafeListPrefix + String(number) }
+    static func asyncIOCache(_ number: Int) -> String { asyncIOCachePrefix + String(number) }
     static let streamCache = "cache"
     static let streamFlushing = "flushing"
     static let recovered = "recovered"

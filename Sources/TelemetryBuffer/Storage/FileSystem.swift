@@ -35,8 +35,8 @@ enum FileSystem {
     }
 
     /// Writes `bytes` to `name` in the directory `directoryFD` atomically and durably: a temporary file
-    /// in the same directory, `fsync`, `rename`, then `fsync` of the directory. A reader listing the directory sees either no file or the
-    /// whole file, never a part; after a power loss, the same.
+    /// in the same directory, `fsync`, `rename`, then `fsync` of the directory. A reader listing the
+    /// directory sees either no file or the whole file, never a part; after a power loss, the same.
     static func writeAtomically(
         _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: Int32, directoryPath: String
     ) throws {

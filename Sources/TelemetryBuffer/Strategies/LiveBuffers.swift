@@ -10,10 +10,8 @@ enum LiveBuffers {
 
     private static let buffers = Locked<[ObjectIdentifier: WeakBuffer]>([:])
 
-    /// Final forwards scheduled by buffers that were released without `close()`; exit waits for them.
-    private static let closing = DispatchGroup()
-
-    /// The same, by buffer directory: a new buffer on the directory waits for them.
+    /// Final forwards scheduled by buffers that were released without `close()`, by buffer directory: a
+    /// graceful exit waits for all of them, a new buffer on a directory for that directory's.
     private static let releasing = Locked<[String: DispatchGroup]>([:])
 
     /// How long a graceful exit waits for each buffer.
@@ -22,7 +20,8 @@ enum LiveBuffers {
     private static let installHooks: Void = {
         atexit {
             LiveBuffers.each { $0.flush(timeout: LiveBuffers.exitTimeout) }
-            _ = LiveBuffers.closing.wait(timeout: .now() + LiveBuffers.exitTimeout)
+            let deadline = DispatchTime.now() + LiveBuffers.exitTimeout
+            for group in LiveBuffers.releasing.withLock({ Array($0.values) }) { _ = group.wait(timeout: deadline) }
         }
         #if canImport(UIKit) && !os(watchOS)
         // The raw name of UIApplication.didEnterBackgroundNotification, so this file needs no UIKit import.
@@ -49,12 +48,10 @@ enum LiveBuffers {
             groups[directory] = group
             return group
         }
-        closing.enter()
         folderReleases.enter()
         queue.async {
             finalForward()
             folderReleases.leave()
-            closing.leave()
         }
     }
 

@@ -133,7 +133,7 @@ enum Recovery {
     /// file reads without a bad byte, and each cache holds only records its list holds: the case after a
     /// process death. Then every item is in a list once, and each list can be published as it is.
     private static func listsHoldingTheirCaches(_ sources: [FramedFile]) -> [ListWithCache]? {
-        let listPrefix = "crash-safe-list-", cachePrefix = "async-io-cache-"
+        let listPrefix = BufferFolder.crashSafeListPrefix, cachePrefix = BufferFolder.asyncIOCachePrefix
         var ids: [String: Set<ItemID>] = [:]
         var lists: [String: ListWithCache] = [:]
         var caches: [String: FramedFile] = [:]
@@ -197,7 +197,7 @@ enum Recovery {
 
     /// Whether a file of the folder, as a buffer names it, can hold records.
     static func isSource(_ name: String) -> Bool {
-        name.hasPrefix("crash-safe-list-") || name.hasPrefix("async-io-cache-")
+        name.hasPrefix(BufferFolder.crashSafeListPrefix) || name.hasPrefix(BufferFolder.asyncIOCachePrefix)
             || name.hasPrefix(BufferFolder.terminationPrefix)
             || [BufferFolder.streamCache, BufferFolder.streamFlushing, BufferFolder.recovered].contains(name)
     }
