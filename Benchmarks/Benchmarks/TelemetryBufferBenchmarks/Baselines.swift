@@ -247,6 +247,35 @@ final class SQLiteQueue: @unchecked Sendable {
     }
 }
 
+/// The flush's floor: the least an atomic, durable publication of 1 MiB costs on this disk. The bytes,
+/// already in touched memory, go to a new file with one `write`, `fsync`, a `rename` into the published
+/// folder and an `fsync` of that folder. Not library code: it leaves out batching, the list's marker and
+/// emptying the IO cache. Its files stay until the benchmark ends, as the flush benchmark's envelopes do.
+final class DurablePublicationFloor: @unchecked Sendable {
+    private let staging: Int32
+    private let published: Int32
+    private let bytes = [UInt8](repeating: 0x61, count: 1 << 20)
+    private var counter = 0
+
+    init() {
+        let folder = temporaryFolder("publication-floor")
+        try! FileManager.default.createDirectory(at: folder.appendingPathComponent("published"), withIntermediateDirectories: true)
+        staging = open(folder.path, O_RDONLY | O_DIRECTORY)
+        published = open(folder.appendingPathComponent("published").path, O_RDONLY | O_DIRECTORY)
+        precondition(staging >= 0 && published >= 0)
+    }
+
+    func publish() {
+        counter += 1
+        let name = "envelope-\(counter)"
+        let fd = openat(staging, name, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
+        precondition(fd >= 0 && written == bytes.count && fsync(fd) == 0)
+        close(fd)
+        precondition(renameat(staging, name, published, name) == 0 && fsync(published) == 0)
+    }
+}
+
 /// Two full crash-safe lists and their IO caches, made once with the public API: two live buffers
 /// (two DSNs, so the items differ) each fill their first list just short of 1 MiB, and their files are
 /// copied while the buffers are alive.

@@ -237,6 +237,16 @@ let benchmarks: @Sendable () -> Void = {
         MappedSink()
     }
 
+    Benchmark("floor durable publication of 1 MiB",
+              configuration: .init(metrics: [.wallClock], timeUnits: .microseconds,
+                                   warmupIterations: smoke ? 0 : 3, maxIterations: smoke ? 2 : 200)) { benchmark, floor in
+        benchmark.startMeasurement()
+        floor.publish()
+        benchmark.stopMeasurement()
+    } setup: {
+        DurablePublicationFloor()
+    }
+
     for mode in SQLiteQueue.Mode.allCases {
         Benchmark("baseline SQLite insert \(mode.rawValue)",
                   configuration: .init(metrics: [.wallClock, .mallocCountTotal, .throughput],
