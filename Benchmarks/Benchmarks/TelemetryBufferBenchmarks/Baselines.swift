@@ -269,8 +269,9 @@ final class DurablePublicationFloor: @unchecked Sendable {
         counter += 1
         let name = "envelope-\(counter)"
         let fd = openat(staging, name, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        precondition(fd >= 0)
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
-        precondition(fd >= 0 && written == bytes.count && fsync(fd) == 0)
+        precondition(written == bytes.count && fsync(fd) == 0)
         close(fd)
         precondition(renameat(staging, name, published, name) == 0 && fsync(published) == 0)
     }
