@@ -99,8 +99,8 @@ final class StorageTests: XCTestCase {
         XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) }, "\(left)")
     }
 
-    /// A cache holding records its list lacks (as power loss can leave them) sends recovery the long way,
-    /// and those records are recovered too; a cache its list covers does not.
+    /// A cache holding records its list lacks (as power loss can leave them) has those records recovered
+    /// too; with a cache its list covers, every item arrives once. Either way the copies count as duplicates.
     func testACacheHoldingMoreThanItsListIsRecoveredToo() throws {
         for (cached, expected) in [(["a0", "a1", "a2"], ["a0", "a1", "a2"]), (["a0"], ["a0", "a1"])] {
             try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
