@@ -138,7 +138,7 @@ public final class TelemetryBuffer: Sendable {
         // left is published before anything of this one.
         recovering.enter()
         queue.async { [recovering, recovered, diagnostics] in
-            if claimed { Self.recover(folder: folder, batcher: batcher, into: recovered, diagnostics: diagnostics) }
+            if claimed { Self.recover(folder: folder, files: files, batcher: batcher, into: recovered, diagnostics: diagnostics) }
             recovering.leave()
             folder.moveStaged(to: transport, diagnostics: diagnostics)
         }
@@ -150,10 +150,13 @@ public final class TelemetryBuffer: Sendable {
     }
 
     /// Background queue: runs start-up recovery. On failure the claimed files stay for the next start.
-    private static func recover(folder: BufferFolder, batcher: EnvelopeBatcher, into report: Locked<RecoveryReport>,
-                                diagnostics: Diagnostics) {
+    private static func recover(folder: BufferFolder, files: FileTransport?, batcher: EnvelopeBatcher,
+                                into report: Locked<RecoveryReport>, diagnostics: Diagnostics) {
         do {
-            let found = try Recovery.run(folder: folder, batcher: batcher)
+            let found = try Recovery.run(folder: folder, batcher: batcher) {
+                try folder.syncStaged()
+                try files?.syncStored()
+            }
             report.withLock { $0 = found }
             if found.items > 0 || found.envelopes > 0 {
                 diagnostics.log(.info, "recovered \(found.items) items (\(found.duplicates) duplicates skipped) into \(found.envelopes) envelopes")
@@ -280,7 +283,8 @@ public final class TelemetryBuffer: Sendable {
             for url in files?.storedEnvelopes() ?? [] {
                 files?.remove(url, countingAs: .sendError, why: "the DSN's key is invalid")
             }
-            for name in folder.names() where Recovery.isSource(name) || name.hasPrefix(BufferFolder.envelopePrefix) {
+            for name in folder.names()
+            where Recovery.isSource(name) || name.hasPrefix(BufferFolder.envelopePrefix) || name == BufferFolder.boot {
                 folder.remove(name)
             }
         }

@@ -35,11 +35,12 @@ final class KillTests: XCTestCase {
         }
     }
 
-    /// A kill at each step of publishing (a flush) and of moving staged envelopes.
+    /// A kill at each step of publishing (a flush), of moving staged envelopes and, for the
+    /// DoubleRotatingBuffer, after the forward returned and before its envelopes were synced.
     func testKillsAtEveryStepOfPublishing() throws {
         let steps: [Failpoint] = [.publishMarked, .publishStaged, .publishCaptured, .publishEmptied, .moveOne]
         for strategy in Self.crashSafe {
-            for step in steps {
+            for step in steps + (strategy == .doubleRotatingBuffer ? [.publishUnsynced] : []) {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
                 let stress = try Demo.stress(folder, strategy, count: 500, spans: true, failpoint: step)

@@ -42,8 +42,15 @@ final class StorageTests: XCTestCase {
         let file = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
         XCTAssertEqual(file.kind, .asyncIOCache)
         XCTAssertEqual(Array(file.bytes[file.records]), Array(list.records), "byte for byte the list's records")
-        try cache.reset()
+        // Retired, the file keeps the records under its new name; an empty one mirrors the list's next records.
+        try cache.retire(as: directory.url.path + "/f/retired")
+        XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "retired")?.bytes, file.bytes)
         XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "cache")?.records.count, 0)
+        list.reset()
+        append(["d"], to: list, from: 3)
+        XCTAssertTrue(try cache.catchUp(with: list))
+        let fresh = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
+        XCTAssertEqual(Array(fresh.bytes[fresh.records]), Array(list.records))
     }
 
     func testRecoverySalvagesDamagedFilesAndCountsWhatItSkips() throws {
@@ -121,6 +128,36 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    /// A publication whose envelopes may not be synced yet (a `captured` list, the copy of a published
+    /// list) is trusted in the boot that made it: its items are not published again. After a reboot
+    /// (here: another boot recorded beside the files) its envelopes may be lost, so its items are.
+    func testUnsyncedPublicationsAreTrustedOnlyInTheBootThatMadeThem() throws {
+        let current = try XCTUnwrap(BootSession.current, "this machine names its boot")
+        for (boot, expected) in [(current, [String]()), ("another boot", ["a0", "a1", "b0"])] {
+            try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+            // The copy of a list published just before the process died: its envelopes were moved.
+            let copy = try AsyncIOCache(path: bufferFolder + "/awaiting-sync-0")
+            let published = RecordRegion(recordCapacity: 4096, kind: .memoryList)
+            append(["a0", "a1"], to: published)
+            try copy.catchUp(with: published)
+            // A list that died `captured`, its envelope already moved (and sent).
+            let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
+                                    kind: .crashSafeList)
+            append(["b0"], to: list, nonce: 2)
+            list.mark(.init(state: .captured, firstEnvelope: 5, envelopeCount: 1))
+            try Data(boot.utf8).write(to: URL(fileURLWithPath: bufferFolder + "/boot"))
+
+            let buffer = try TelemetryBuffer(options: testOptions(directory))
+            XCTAssertEqual(buffer.recovery.items, expected.count, "recorded boot: \(boot)")
+            buffer.close()
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), expected, "recorded boot: \(boot)")
+            let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
+            XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) || $0.hasPrefix("awaiting-sync-") }, "\(left)")
+            XCTAssertEqual(try String(contentsOfFile: bufferFolder + "/boot", encoding: .utf8), current, "this process's boot")
+            try FileManager.default.removeItem(at: buffer.directory)
+        }
+    }
+
     func testEachStrategyKeepsItsFilesAndEmptiesThemOnClose() throws {
         let bytes = 8192
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = bytes })
@@ -134,6 +171,8 @@ final class StorageTests: XCTestCase {
             return size
         }, "visible in the file as soon as add returns")
         buffer.close()
+        XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: bufferFolder).contains { $0.hasPrefix("awaiting-sync-") },
+                       "close waits for the sync that removes the published list's copy")
         for name in ["async-io-cache-1", "async-io-cache-2"] { XCTAssertEqual(try fileSize(name), 32, name) }
         for name in ["crash-safe-list-1", "crash-safe-list-2"] {
             XCTAssertEqual(FramedFile(folder: bufferFolder, name: name)?.records.count, 0, name)

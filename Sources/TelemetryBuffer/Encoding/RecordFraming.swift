@@ -35,7 +35,8 @@ enum RecordFraming {
             case idle = 0
             /// `envelope-first ..< first+count` are being written; they are not yet complete.
             case publishing = 1
-            /// Those envelopes are complete and durable: they, not this buffer, now hold the records.
+            /// Those envelopes are complete: they, not this buffer, now hold the records. Durable only once
+            /// synced; recovery trusts this state only within the boot that wrote it.
             case captured = 2
         }
 

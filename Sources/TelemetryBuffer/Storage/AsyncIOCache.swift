@@ -15,7 +15,7 @@ import Musl
 /// makes them durable. It never runs on the calling thread; its owner calls it on one serial queue.
 final class AsyncIOCache {
     private let path: String
-    private let fd: Int32
+    private var fd: Int32
     /// Record bytes of the list already written to the file.
     private var mirrored = 0
     private var unsynced = false
@@ -23,17 +23,27 @@ final class AsyncIOCache {
     /// Creates (or empties) the file with a fresh header.
     init(path: String) throws {
         self.path = path
-        fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        fd = try Self.create(path)
+    }
+
+    deinit { close(fd) }
+
+    private static func create(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw FileSystem.error("open", path) }
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         header.withUnsafeMutableBytes {
             RecordFraming.writeHeader(kind: .asyncIOCache, createdMicros: UInt64(Date().timeIntervalSince1970 * 1_000_000),
                                       to: $0.baseAddress!)
         }
-        try write(header, at: 0)
+        do {
+            try header.withUnsafeBytes { try write($0, at: 0, fd: fd, path: path) }
+        } catch {
+            close(fd)
+            throw error
+        }
+        return fd
     }
-
-    deinit { close(fd) }
 
     /// Appends the list's records committed since the last call; returns whether it wrote anything.
     @discardableResult
@@ -41,7 +51,8 @@ final class AsyncIOCache {
         let committed = list.committedRecordBytes
         guard committed > mirrored else { return false }
         let start = list.base + RecordFraming.headerSize + mirrored
-        try write(UnsafeRawBufferPointer(start: start, count: committed - mirrored), at: RecordFraming.headerSize + mirrored)
+        try Self.write(UnsafeRawBufferPointer(start: start, count: committed - mirrored),
+                       at: RecordFraming.headerSize + mirrored, fd: fd, path: path)
         mirrored = committed
         unsynced = true
         return true
@@ -59,18 +70,19 @@ final class AsyncIOCache {
         unsynced = false
     }
 
-    /// Drops every record (after the list was published), keeping the header.
-    func reset() throws {
-        guard ftruncate(fd, off_t(RecordFraming.headerSize)) == 0 else { throw FileSystem.error("ftruncate", path) }
+    /// Once its list is published: renames the file to `newPath` (same folder), where it stays as the
+    /// power-loss copy of those items until their envelopes are synced, and starts an empty file in its
+    /// place for the list's next items.
+    func retire(as newPath: String) throws {
+        guard rename(path, newPath) == 0 else { throw FileSystem.error("rename", path) }
+        let fresh = try Self.create(path)
+        close(fd)
+        fd = fresh
         mirrored = 0
-        unsynced = true
+        unsynced = false
     }
 
-    private func write(_ bytes: [UInt8], at offset: Int) throws {
-        try bytes.withUnsafeBytes { try write($0, at: offset) }
-    }
-
-    private func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws {
+    private static func write(_ bytes: UnsafeRawBufferPointer, at offset: Int, fd: Int32, path: String) throws {
         var done = 0
         while done < bytes.count {
             let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))

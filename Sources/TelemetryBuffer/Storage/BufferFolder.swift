@@ -13,7 +13,8 @@ import Musl
 /// ```
 /// crash-safe-list-1, -2     mapped lists (DoubleRotatingBuffer)      cache, flushing   (FileStreamCache)
 /// async-io-cache-1, -2      their background copies                  recovered         (start-up recovery)
-/// detected-termination-x    lists written by the crash handler       envelope-x        staged envelopes
+/// awaiting-sync-x           a published list's copy, until synced    envelope-x        staged envelopes
+/// detected-termination-x    lists written by the crash handler       boot              the boot they are from
 /// ```
 /// Staged envelopes are complete envelopes not yet moved into `envelopes/`; moving them is a rename on
 /// the same file system. Used at start-up and on the buffer's background queue; once `release()`d
@@ -36,6 +37,8 @@ final class BufferFolder: @unchecked Sendable {
     static let recovered = "recovered"
     static let terminationPrefix = "detected-termination-"
     static let envelopePrefix = "envelope-"
+    static let awaitingSyncPrefix = "awaiting-sync-"
+    static let boot = "boot"
     private static let temporarySuffix = ".tmp"
 
     /// Opens (creating) the folder and takes its lock, or throws `folderInUse`.
@@ -92,20 +95,34 @@ final class BufferFolder: @unchecked Sendable {
         return .init(state: .publishing, firstEnvelope: UInt32(nextEnvelope), envelopeCount: UInt16(count))
     }
 
-    /// Writes envelopes as `envelope-<first+i>`, all durable on return: each file's `fsync`, then one of
-    /// the folder. No temporary names: until the caller marks the publication `captured`, recovery
+    /// Writes envelopes as `envelope-<first+i>`, complete on return but not yet synced (see
+    /// `UnsyncedFiles`). No temporary names: until the caller marks the publication `captured`, recovery
     /// deletes these files whole, whatever state they are in.
-    func stage(_ envelopes: [EnvelopeParts], as publication: RecordFraming.Publication) throws {
+    func stage(_ envelopes: [EnvelopeParts], as publication: RecordFraming.Publication) throws -> UnsyncedFiles {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
+        let written = UnsyncedFiles(in: self)
         for (offset, envelope) in envelopes.enumerated() {
             let name = Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset))
             let file = openat(fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
             guard file >= 0 else { throw FileSystem.error("open", path + "/" + name) }
-            defer { close(file) }
+            written.append(file, path: path + "/" + name)
             try envelope.withPieces { try FileSystem.writeAll(file, pieces: $0, path: path + "/" + name) }
-            guard fsync(file) == 0 else { throw FileSystem.error("fsync", path + "/" + name) }
         }
-        guard fsync(fd) == 0 else { throw FileSystem.error("fsync", path) }
+        return written
+    }
+
+    /// Makes every staged envelope durable: each file, then the folder.
+    func syncStaged() throws {
+        try FileSystem.sync(stagedEnvelopes().map(\.name), directoryFD: fd, directoryPath: path)
+    }
+
+    /// Records the boot this process runs in (`BootSession`) as the file `boot`, without a sync: if
+    /// power loss loses or tears it, recovery only trusts less.
+    func recordBoot() throws {
+        let file = openat(fd, Self.boot, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard file >= 0 else { throw FileSystem.error("open", path + "/" + Self.boot) }
+        defer { close(file) }
+        try FileSystem.writeAll(file, Array((BootSession.current ?? "").utf8), path: path + "/" + Self.boot)
     }
 
     /// Removes the staged envelopes a marker names (an interrupted publication).
@@ -146,6 +163,8 @@ final class BufferFolder: @unchecked Sendable {
         try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
     }
 
-    /// Makes removals and renames in the folder durable.
-    func sync() { fsync(fd) }
+    /// Makes the folder's entries (new files, removals, renames) durable.
+    func sync() throws {
+        guard fsync(fd) == 0 else { throw FileSystem.error("fsync", path) }
+    }
 }

@@ -108,6 +108,19 @@ enum FileSystem {
         return failed ? nil : bytes
     }
 
+    /// `fsync`s the named files of the directory (a missing one is skipped: it was sent or removed),
+    /// then the directory.
+    static func sync(_ names: [String], directoryFD: Int32, directoryPath: String) throws {
+        for name in names {
+            let fd = openat(directoryFD, name, O_RDONLY | O_CLOEXEC)
+            if fd < 0, errno == ENOENT { continue }
+            guard fd >= 0 else { throw error("open", directoryPath + "/" + name) }
+            defer { close(fd) }
+            guard fsync(fd) == 0 else { throw error("fsync", directoryPath + "/" + name) }
+        }
+        guard fsync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
+    }
+
     /// Removes `name` from the directory; a missing file is not an error.
     static func remove(_ name: String, directoryFD: Int32, directoryPath: String) throws {
         guard unlinkat(directoryFD, name, 0) == 0 || errno == ENOENT else {

@@ -9,12 +9,16 @@ import Dispatch
 ///   and `fdatasync`s it every `ioSyncInterval`: the guard against power loss.
 /// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its
 ///   header is marked `publishing` with the staged envelope range, the envelopes are written as
-///   `envelope-x` (fsynced), the marker turns `captured`, the IO cache is emptied, the list is reset, and
-///   the envelopes move into `envelopes/`. The other list keeps taking items meanwhile; if it fills
-///   first, new items are dropped and counted (`buffer_overflow`), the caller never waits.
+///   `envelope-x`, the marker turns `captured`, the IO cache is renamed `awaiting-sync-x` (a fresh one
+///   takes its place), the list is reset, and the envelopes move into `envelopes/`. The forward returns
+///   there: the envelopes are safe from the death of the process. A sync queue then `fsync`s them and both
+///   folders and removes `awaiting-sync-x`, which kept their items durable against power loss until then.
+///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
+///   (`buffer_overflow`), the caller never waits.
 ///
 /// Thread safety: the lists are written under `regions`' lock and read by the background queue only
-/// while pending; the caches and the IO timer state are touched only on `io`.
+/// while pending; the caches and the IO timer state are touched only on `io`; `retired` only on the
+/// background queue.
 final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let lists: [RecordRegion]
@@ -23,6 +27,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let batcher: EnvelopeBatcher
     private let transport: any Transport
     private let io: DispatchQueue
+    /// Syncs published envelopes off the forward's wait, in order.
+    private let syncs: DispatchQueue
+    /// IO caches retired so far (names `awaiting-sync-x` in this process).
+    private var retired = 0
     private let ioTimer: DispatchSourceTimer
     /// Wakes `io` from `add` (first item of a batch) without allocating.
     private let ioWake: DispatchSourceUserDataOr
@@ -43,6 +51,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFolder.asyncIOCache($0)) }
         regions = RotatingRegions(lists[0], lists[1], maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
+        syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
         ioInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
         ioTimer = DispatchSource.makeTimerSource(queue: io)
         ioWake = DispatchSource.makeUserDataOrSource(queue: io)
@@ -88,10 +97,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     func forward(everything: Bool) {
+        var published: [(envelopes: UnsyncedFiles, copy: String)] = []
         for _ in 0..<(everything ? 2 : 1) {
             guard let batch = regions.beginForwarding() else { break }
             do {
-                try publish(list: batch.index, records: batch.records)
+                published.append(try publish(list: batch.index, records: batch.records))
             } catch {
                 // The list keeps its items and stays pending; the next forward tries again.
                 batcher.diagnostics.log(.error, "could not publish \(BufferFolder.crashSafeList(batch.index + 1)): \(error)")
@@ -101,22 +111,34 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             Failpoint.publishEmptied.hit()
         }
         folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
+        for publication in published { syncs.async { [folder, transport, diagnostics = batcher.diagnostics] in
+            Failpoint.publishUnsynced.hit()
+            do {
+                try publication.envelopes.sync()
+                try (transport as? FileTransport)?.syncFolder()
+                folder.remove(publication.copy)
+            } catch {
+                diagnostics.log(.error, "could not sync published envelopes: \(error); \(publication.copy) keeps their items")
+            }
+        } }
     }
 
-    /// Stages the list's envelopes under its publication marker, then empties its IO cache.
-    private func publish(list index: Int, records: UnsafeRawBufferPointer) throws {
-        try batcher.stage(batcher.batches(records), in: folder) { lists[index].mark($0) }
-        try io.sync { try caches[index].reset() }
+    /// Stages the list's envelopes under its publication marker, then retires its IO cache as their
+    /// power-loss copy; returns both, for the sync.
+    private func publish(list index: Int, records: UnsafeRawBufferPointer) throws -> (envelopes: UnsyncedFiles, copy: String) {
+        let envelopes = try batcher.stage(batcher.batches(records), in: folder) { lists[index].mark($0) }
+        let copy = BufferFolder.awaitingSyncPrefix + String(retired)
+        retired += 1
+        try io.sync { try caches[index].retire(as: folder.path + "/" + copy) }
+        return (envelopes, copy)
     }
 
+    /// Forwards both lists and waits for their sync.
     func close() {
         regions.close()
         forward(everything: true)
-        // Both lists are empty now; so are their caches.
-        io.sync {
-            ioTimer.schedule(deadline: .distantFuture)
-            for cache in caches { try? cache.reset() }
-        }
+        syncs.sync {}
+        io.sync { ioTimer.schedule(deadline: .distantFuture) }
     }
 
     var isEmpty: Bool { regions.isEmpty }

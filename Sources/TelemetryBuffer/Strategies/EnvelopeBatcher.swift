@@ -60,16 +60,19 @@ struct EnvelopeBatcher: Sendable {
 
     /// Stages batches exactly once for the buffer file `mark` writes the publication marker of: the
     /// marker goes `publishing` with the reserved `envelope-x` range, the envelopes are staged, the
-    /// marker goes `captured`. If staging fails, the staged envelopes are removed and the marker is
+    /// marker goes `captured`. The envelopes are not yet synced: `captured` proves them complete only
+    /// within this boot (see `Recovery`), and the caller must `sync()` them before it drops the last
+    /// durable copy of the items. If staging fails, the staged envelopes are removed and the marker is
     /// cleared before the error is rethrown.
     func stage(_ batches: [Batch], in folder: BufferFolder,
-               marking mark: (RecordFraming.Publication) throws -> Void) throws {
-        guard !batches.isEmpty else { return }
+               marking mark: (RecordFraming.Publication) throws -> Void) throws -> UnsyncedFiles {
+        guard !batches.isEmpty else { return UnsyncedFiles(in: folder) }
         var marker = folder.reserve(batches.count)
         try mark(marker)
         Failpoint.publishMarked.hit()
+        let staged: UnsyncedFiles
         do {
-            try folder.stage(batches.map(\.parts), as: marker)
+            staged = try folder.stage(batches.map(\.parts), as: marker)
         } catch {
             folder.removeStaged(marker)
             try? mark(.idle)
@@ -79,6 +82,7 @@ struct EnvelopeBatcher: Sendable {
         marker.state = .captured
         try mark(marker)
         Failpoint.publishCaptured.hit()
+        return staged
     }
 
     /// Counts the items of a batch that could not be stored.

@@ -156,10 +156,10 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         guard let file = FramedFile(folder: folder.path, name: name) else { return }
         // Staged inside: the batches point into the file's bytes.
         try file.withRecords { records in
-            try batcher.stage(batcher.batches(records), in: folder) { try FramedFile.mark($0, name: name, in: folder) }
+            try batcher.stage(batcher.batches(records), in: folder) { try FramedFile.mark($0, name: name, in: folder) }.sync()
         }
         folder.remove(name)
-        folder.sync()
+        try folder.sync()
         Failpoint.publishEmptied.hit()
     }
 

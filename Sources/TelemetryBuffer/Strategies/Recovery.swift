@@ -35,16 +35,22 @@ enum Recovery {
     /// for `run` to do. The renames are not synced here, so the creating thread never waits for the disk:
     /// `run` syncs them first. Until then power loss can only undo them together with everything the new
     /// buffer did after them (journaling file systems commit metadata changes in order).
+    /// The file `boot` goes with the files it dates, then this process records its own.
     static func claim(folder: BufferFolder) throws -> Bool {
         let names = folder.names()
         let generation = names.compactMap { claimedName($0)?.generation }.max().map { $0 + 1 } ?? 0
-        var claimed = false
+        var claimed = false, claimedNow = false
         for name in names {
             if claimedName(name) != nil { claimed = true; continue }
             guard isSource(name) else { continue }
             try folder.rename(name, to: "\(claimedPrefix)\(generation)-\(name)")
             claimed = true
+            claimedNow = true
         }
+        if claimedNow, names.contains(BufferFolder.boot) {
+            try folder.rename(BufferFolder.boot, to: "\(claimedPrefix)\(generation)-\(BufferFolder.boot)")
+        }
+        try folder.recordBoot()
         return claimed || names.contains { BufferFolder.stagedIndex($0) != nil }
     }
 
@@ -56,12 +62,36 @@ enum Recovery {
         return (generation, String(rest[rest.index(after: dash)...]))
     }
 
-    /// Publishes the claimed files. Background queue, before any other publication.
-    static func run(folder: BufferFolder, batcher: EnvelopeBatcher) throws -> RecoveryReport {
-        folder.sync()  // the claims
+    /// Publishes the claimed files. Background queue, before any other publication. `syncEnvelopes`
+    /// makes every envelope stored so far durable.
+    static func run(folder: BufferFolder, batcher: EnvelopeBatcher,
+                    syncEnvelopes: () throws -> Void) throws -> RecoveryReport {
+        try folder.sync()  // the claims
         var report = RecoveryReport()
-        var sources = folder.names().filter { claimedName($0) != nil }.compactMap { FramedFile(folder: folder.path, name: $0) }
+        let claimed = folder.names().filter { claimedName($0) != nil }
+        let boots = claimed.filter { claimedName($0)?.original == BufferFolder.boot }
+        var sources = claimed.filter { !boots.contains($0) }.compactMap { FramedFile(folder: folder.path, name: $0) }
         sources.sort { ($0.created, $0.name) < ($1.created, $1.name) }
+
+        // Publications of this boot are complete even if never synced; of another, only what was synced.
+        let thisBoot = Set(boots.filter { name in
+            BootSession.current.map { FileSystem.contents(of: folder.path + "/" + name) == Array($0.utf8) } ?? false
+        }.compactMap { claimedName($0)?.generation })
+        var settled: [String] = [], trusted = false
+        for index in sources.indices.reversed() {
+            let claimed = claimedName(sources[index].name)!
+            let sameBoot = thisBoot.contains(claimed.generation)
+            if claimed.original.hasPrefix(BufferFolder.awaitingSyncPrefix) {
+                // The copy of a published list: redundant once its envelopes are synced, live otherwise.
+                guard sameBoot else { continue }
+                settled.append(sources.remove(at: index).name)
+                trusted = true
+            } else if sources[index].publication.state == .captured {
+                if sameBoot { trusted = true } else { sources[index].publication.state = .publishing }
+            }
+        }
+        if trusted { try syncEnvelopes() }
+        for name in settled { folder.remove(name) }
         report.files = sources.compactMap { claimedName($0.name)?.original }
 
         // Markers: captured files are already published; publishing ones were interrupted.
@@ -76,6 +106,7 @@ enum Recovery {
 
         if let lists = listsHoldingTheirCaches(sources) {
             try publish(lists, folder: folder, batcher: batcher, into: &report)
+            for name in boots { folder.remove(name) }
             return report
         }
 
@@ -113,7 +144,8 @@ enum Recovery {
             Failpoint.recoveryWritten.hit()
         }
         for source in sources { folder.remove(source.name) }
-        folder.sync()
+        for name in boots { folder.remove(name) }
+        try folder.sync()
         Failpoint.recoveryRemoved.hit()
 
         if !items.isEmpty { try publishRecovered(folder: folder, batcher: batcher) }
@@ -173,14 +205,14 @@ enum Recovery {
                 try entry.list.withRecords { records in
                     try batcher.stage(batcher.batches(records), in: folder) {
                         try FramedFile.mark($0, name: entry.list.name, in: folder)
-                    }
+                    }.sync()
                 }
             }
             if let cache = entry.cache { folder.remove(cache.name) }
             folder.remove(entry.list.name)
             Failpoint.recoveryListDone.hit()
         }
-        folder.sync()
+        try folder.sync()
         report.envelopes = folder.stagedEnvelopes().count
     }
 
@@ -189,16 +221,18 @@ enum Recovery {
         guard let file = FramedFile(folder: folder.path, name: BufferFolder.recovered) else { return }
         // Staged inside: the batches point into the file's bytes.
         try file.withRecords { records in
-            try batcher.stage(batcher.batches(records), in: folder) { try FramedFile.mark($0, name: BufferFolder.recovered, in: folder) }
+            try batcher.stage(batcher.batches(records), in: folder) {
+                try FramedFile.mark($0, name: BufferFolder.recovered, in: folder)
+            }.sync()
         }
         folder.remove(BufferFolder.recovered)
-        folder.sync()
+        try folder.sync()
     }
 
     /// Whether a file of the folder, as a buffer names it, can hold records.
     static func isSource(_ name: String) -> Bool {
         name.hasPrefix(BufferFolder.crashSafeListPrefix) || name.hasPrefix(BufferFolder.asyncIOCachePrefix)
-            || name.hasPrefix(BufferFolder.terminationPrefix)
+            || name.hasPrefix(BufferFolder.awaitingSyncPrefix) || name.hasPrefix(BufferFolder.terminationPrefix)
             || [BufferFolder.streamCache, BufferFolder.streamFlushing, BufferFolder.recovered].contains(name)
     }
 }

@@ -79,10 +79,10 @@ public final class FileTransport: Transport, @unchecked Sendable {
         stored.withLock { $0 }?()
     }
 
-    /// Moves complete, durable envelope files (on the same file system), in order, into the folder under
-    /// new names: renames, so each appears whole; then evicts beyond the limit. The folder is not synced:
-    /// a rename that power loss undoes leaves the file where it was, and the buffer's start-up recovery
-    /// moves it again.
+    /// Moves complete envelope files (on the same file system), in order, into the folder under new
+    /// names: renames, so each appears whole; then evicts beyond the limit. The folder is not synced: a
+    /// rename that power loss undoes leaves a synced file where it was, and the buffer's start-up recovery
+    /// moves it again; a caller that moves files before syncing them syncs them, then `syncFolder()`.
     func adopt(_ files: [String]) throws {
         try state.withLock { state in
             for (position, file) in files.enumerated() {
@@ -96,6 +96,16 @@ public final class FileTransport: Transport, @unchecked Sendable {
         }
         evictOverflow()
         stored.withLock { $0 }?()
+    }
+
+    /// Makes the folder's entries durable (envelopes `adopt`ed before their sync, see `DoubleRotatingBuffer`).
+    func syncFolder() throws {
+        try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
+    }
+
+    /// Makes every stored envelope and the folder durable.
+    func syncStored() throws {
+        try FileSystem.sync(state.withLock { $0.names }, directoryFD: directoryFD, directoryPath: directory.path)
     }
 
     /// Sets what to call after each stored envelope.

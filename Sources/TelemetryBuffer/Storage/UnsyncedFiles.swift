@@ -1,0 +1,36 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Files of a `BufferFolder` written but not yet `fsync`ed, kept open.
+///
+/// Written bytes are in the page cache: any later reader sees them whole and they survive the death of
+/// the process. `sync()` makes them, and their names in the folder, durable against power loss as well.
+/// The open descriptors let that happen later, after the files were renamed elsewhere.
+///
+/// Thread safety: filled by one queue, then handed to another (through `async`) to be synced.
+final class UnsyncedFiles: @unchecked Sendable {
+    private let folder: BufferFolder
+    private var files: [(fd: Int32, path: String)] = []
+
+    init(in folder: BufferFolder) { self.folder = folder }
+
+    deinit { for file in files { close(file.fd) } }
+
+    /// Takes over `fd`, a file just created in the folder.
+    func append(_ fd: Int32, path: String) { files.append((fd, path)) }
+
+    /// `fsync`s every file, then the folder; closes the files.
+    func sync() throws {
+        for file in files {
+            guard fsync(file.fd) == 0 else { throw FileSystem.error("fsync", file.path) }
+        }
+        try folder.sync()
+        for file in files { close(file.fd) }
+        files = []
+    }
+}
