@@ -284,7 +284,8 @@ public final class TelemetryBuffer: Sendable {
                 files?.remove(url, countingAs: .sendError, why: "the DSN's key is invalid")
             }
             for name in folder.names()
-            where Recovery.isSource(name) || name.hasPrefix(BufferFolder.envelopePrefix) || name == BufferFolder.boot {
+            where Recovery.isSource(name) || name.hasPrefix(BufferFolder.envelopePrefix)
+                || name.hasPrefix(BufferFolder.sparePrefix) || name == BufferFolder.boot {
                 folder.remove(name)
             }
         }

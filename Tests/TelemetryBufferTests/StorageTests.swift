@@ -43,7 +43,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(file.kind, .asyncIOCache)
         XCTAssertEqual(Array(file.bytes[file.records]), Array(list.records), "byte for byte the list's records")
         // Retired, the file keeps the records under its new name; an empty one mirrors the list's next records.
-        try cache.retire(as: directory.url.path + "/f/retired")
+        try cache.retire(as: directory.url.path + "/f/retired", reusing: nil)
         XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "retired")?.bytes, file.bytes)
         XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "cache")?.records.count, 0)
         list.reset()
@@ -51,6 +51,18 @@ final class StorageTests: XCTestCase {
         XCTAssertTrue(try cache.catchUp(with: list))
         let fresh = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
         XCTAssertEqual(Array(fresh.bytes[fresh.records]), Array(list.records))
+        // A copy cut to its header takes the cache's place at the next retirement: the same file, not a new one.
+        let spare = directory.url.path + "/f/retired"
+        XCTAssertEqual(truncate(spare, off_t(RecordFraming.headerSize)), 0)
+        let spareInode = try FileManager.default.attributesOfItem(atPath: spare)[.systemFileNumber] as? Int
+        try cache.retire(as: directory.url.path + "/f/retired-2", reusing: spare)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: spare))
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: directory.url.path + "/f/cache")[.systemFileNumber] as? Int,
+                       spareInode)
+        let reused = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
+        XCTAssertEqual(reused.kind, .asyncIOCache)
+        XCTAssertEqual(reused.records.count, 0)
+        XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "retired-2")?.bytes, fresh.bytes)
     }
 
     func testRecoverySalvagesDamagedFilesAndCountsWhatItSkips() throws {

@@ -28,8 +28,9 @@ final class AsyncIOCache {
 
     deinit { close(fd) }
 
-    private static func create(_ path: String) throws -> Int32 {
-        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    /// Opens the file at `path`, truncated (`O_TRUNC`) unless `truncating` is false, and writes a fresh header.
+    private static func create(_ path: String, truncating: Bool = true) throws -> Int32 {
+        let fd = open(path, O_RDWR | O_CREAT | (truncating ? O_TRUNC : 0) | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw FileSystem.error("open", path) }
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         header.withUnsafeMutableBytes {
@@ -72,10 +73,13 @@ final class AsyncIOCache {
 
     /// Once its list is published: renames the file to `newPath` (same folder), where it stays as the
     /// power-loss copy of those items until their envelopes are synced, and starts an empty file in its
-    /// place for the list's next items.
-    func retire(as newPath: String) throws {
+    /// place for the list's next items: `spare`, an earlier copy cut to its header, if given (neither a
+    /// new inode nor a freed and reallocated block: on this VM's disk such churn slowed every later file
+    /// operation).
+    func retire(as newPath: String, reusing spare: String?) throws {
         guard rename(path, newPath) == 0 else { throw FileSystem.error("rename", path) }
-        let fresh = try Self.create(path)
+        if let spare, rename(spare, path) != 0 { throw FileSystem.error("rename", spare) }
+        let fresh = try Self.create(path, truncating: spare == nil)
         close(fd)
         fd = fresh
         mirrored = 0

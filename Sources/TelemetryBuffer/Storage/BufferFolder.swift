@@ -14,7 +14,8 @@ import Musl
 /// crash-safe-list-1, -2     mapped lists (DoubleRotatingBuffer)      cache, flushing   (FileStreamCache)
 /// async-io-cache-1, -2      their background copies                  recovered         (start-up recovery)
 /// awaiting-sync-x           a published list's copy, until synced    envelope-x        staged envelopes
-/// detected-termination-x    lists written by the crash handler       boot              the boot they are from
+/// spare-x                   such a copy emptied, for reuse           boot              the boot they are from
+/// detected-termination-x    lists written by the crash handler
 /// ```
 /// Staged envelopes are complete envelopes not yet moved into `envelopes/`; moving them is a rename on
 /// the same file system. Used at start-up and on the buffer's background queue; once `release()`d
@@ -38,6 +39,7 @@ final class BufferFolder: @unchecked Sendable {
     static let terminationPrefix = "detected-termination-"
     static let envelopePrefix = "envelope-"
     static let awaitingSyncPrefix = "awaiting-sync-"
+    static let sparePrefix = "spare-"
     static let boot = "boot"
     private static let temporarySuffix = ".tmp"
 
@@ -119,10 +121,13 @@ final class BufferFolder: @unchecked Sendable {
     /// Records the boot this process runs in (`BootSession`) as the file `boot`, without a sync: if
     /// power loss loses or tears it, recovery only trusts less.
     func recordBoot() throws {
-        let file = openat(fd, Self.boot, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // Overwritten in place (the ID's length never changes), not truncated: no block freed and reallocated.
+        let file = openat(fd, Self.boot, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw FileSystem.error("open", path + "/" + Self.boot) }
         defer { close(file) }
-        try FileSystem.writeAll(file, Array((BootSession.current ?? "").utf8), path: path + "/" + Self.boot)
+        let id = Array((BootSession.current ?? "").utf8)
+        try FileSystem.writeAll(file, id, path: path + "/" + Self.boot)
+        guard ftruncate(file, off_t(id.count)) == 0 else { throw FileSystem.error("ftruncate", path + "/" + Self.boot) }
     }
 
     /// Removes the staged envelopes a marker names (an interrupted publication).
@@ -157,6 +162,13 @@ final class BufferFolder: @unchecked Sendable {
 
     func rename(_ name: String, to newName: String) throws {
         guard renameat(fd, name, fd, newName) == 0 else { throw FileSystem.error("rename", path + "/" + name) }
+    }
+
+    /// Cuts the records off the framed file `name`, keeping its header.
+    func empty(_ name: String) throws {
+        guard truncate(path + "/" + name, off_t(RecordFraming.headerSize)) == 0 else {
+            throw FileSystem.error("truncate", path + "/" + name)
+        }
     }
 
     func remove(_ name: String) {

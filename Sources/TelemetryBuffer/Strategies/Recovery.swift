@@ -20,7 +20,11 @@ public struct RecoveryReport: Sendable, Equatable {
 /// the new buffer's files then start empty beside them. `run` (the first task of the background queue)
 /// reads the claimed files. Publication markers say which staged envelopes are authoritative: a `captured`
 /// file's items are already in its staged envelopes, so they are skipped; a `publishing` file's staged
-/// envelopes are incomplete, so they are deleted and the file's items count. After a process death the
+/// envelopes are incomplete, so they are deleted and the file's items count. Envelopes need not be synced
+/// when they are marked `captured` (nor when a published list's IO cache waits as `awaiting-sync-x`), so
+/// both are trusted only if the claimed `boot` file of their generation names this boot: then the
+/// envelopes are synced and the copies dropped. From another boot, after power loss or a restart, a
+/// `captured` file counts as `publishing` and an `awaiting-sync-x` copy as live items: at least once. After a process death the
 /// claimed files are crash-safe lists whose IO caches hold nothing the lists lack: then each list is
 /// published as it is, under its own marker, and removed with its cache. Otherwise (a crash handler's
 /// files, a stream cache, a list missing what its cache holds) the remaining items are deduplicated by
