@@ -4,6 +4,7 @@
 # renamed to the names `thresholds check` reads (no benchmark name here contains `_` or `/`).
 set -euo pipefail
 cd "$(dirname "$0")"
+./empty-trash.sh
 swift package --disable-sandbox --allow-writing-to-package-directory benchmark thresholds update --no-progress "$@"
 shopt -s nullglob
 for file in Thresholds/*_*.p90.json; do mv "$file" "${file//_/ }"; done

@@ -306,7 +306,7 @@ final class RecoveryTemplate: @unchecked Sendable {
     private func folderName(_ dsn: String) -> String {
         // The buffer names the folder after the SHA-1 of the DSN; ask a buffer instead of recomputing it.
         let probe = temporaryFolder("probe")
-        defer { try? FileManager.default.removeItem(at: probe) }
+        defer { discard(probe) }
         let buffer = makeBuffer(.flushAll, folder: probe, dsn: dsn)
         defer { buffer.close() }
         return buffer.directory.lastPathComponent

@@ -20,24 +20,48 @@ let typicalSpan = Span(
     startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.9), endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.35),
     attributes: ["sentry.op": "http.client", "http.response.status_code": 200, "server.address": "api.example.com"])
 
-/// What a benchmark made: closed and removed after it (each benchmark runs in a process of its own), and
-/// the disk synced, so no buffer keeps working and no write-back is left over while the next one measures.
+/// Where the benchmarks put the folders they are done with, instead of deleting them (`empty-trash.sh`
+/// does, before the next run). ext4 without a journal (this VM's disk) will not reuse an inode freed in
+/// the last 60 s and checks every free one it skips, so the thousands of files one benchmark's cleanup
+/// deleted made each file creation of the next benchmarks scan them: 30% of the start-up benchmark's CPU
+/// samples under `perf`, and up to 5× its time.
+let trash = FileManager.default.temporaryDirectory.appendingPathComponent("tb-bench-trash")
+
+/// What a benchmark made: closed and moved to `trash` after it (each benchmark runs in a process of its
+/// own), and the disk synced, so no buffer keeps working and no write-back is left over while the next
+/// one measures.
 final class Leftovers: @unchecked Sendable {
     private let lock = NSLock()
     private var buffers: [TelemetryBuffer] = []
     private var folders: [URL] = []
+    private var made = 0
 
     func add(_ buffer: TelemetryBuffer) { lock.withLock { buffers.append(buffer) } }
-    func add(_ folder: URL) { lock.withLock { folders.append(folder) } }
+
+    /// A name no other folder of this run has.
+    func newFolder(_ name: String) -> URL {
+        lock.withLock {
+            made += 1
+            let url = FileManager.default.temporaryDirectory.appendingPathComponent("tb-bench-\(name)-\(getpid())-\(made)")
+            folders.append(url)
+            return url
+        }
+    }
 
     func cleanUp() {
         let (buffers, folders) = lock.withLock { (self.buffers, self.folders) }
         for buffer in buffers { buffer.close() }
-        for folder in folders { try? FileManager.default.removeItem(at: folder) }
+        for folder in folders { discard(folder) }
         sync()
     }
 }
 let leftovers = Leftovers()
+
+/// Moves `folder` (if it is still there) into `trash`.
+func discard(_ folder: URL) {
+    try? FileManager.default.createDirectory(at: trash, withIntermediateDirectories: true)
+    rename(folder.path, trash.appendingPathComponent(folder.lastPathComponent).path)
+}
 
 /// CPU time the calling thread has used, user and system, in microseconds.
 func threadCPUMicroseconds() -> Int {
@@ -48,10 +72,8 @@ func threadCPUMicroseconds() -> Int {
 
 /// A fresh folder for one benchmark's files.
 func temporaryFolder(_ name: String) -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("tb-bench-\(name)-\(getpid())")
-    try? FileManager.default.removeItem(at: url)
+    let url = leftovers.newFolder(name)
     try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    leftovers.add(url)
     return url
 }
 
@@ -231,7 +253,7 @@ let benchmarks: @Sendable () -> Void = {
             if !whole { precondition(buffer.recovery.items == template.items, "recovered \(buffer.recovery.items) of \(template.items)") }
             precondition(!whole || items == template.items, "recovered \(items) of \(template.items)")
             buffer.close()
-            try? FileManager.default.removeItem(at: folder)
+            discard(folder)
         } setup: {
             RecoveryTemplate()
         }
