@@ -138,6 +138,9 @@ public final class TelemetryBuffer: Sendable {
         // left is published before anything of this one.
         recovering.enter()
         queue.async { [recovering, recovered, diagnostics] in
+            // Before any forward of this process, which may leave publications recovery must date. If it
+            // fails, an older `boot` (or none) dates them: they are then trusted less, never more.
+            do { try folder.recordBoot() } catch { diagnostics.log(.error, "could not record the boot: \(error)") }
             if claimed { Self.recover(folder: folder, files: files, batcher: batcher, into: recovered, diagnostics: diagnostics) }
             recovering.leave()
             folder.moveStaged(to: transport, diagnostics: diagnostics)

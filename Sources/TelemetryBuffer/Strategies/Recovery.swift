@@ -39,7 +39,8 @@ enum Recovery {
     /// for `run` to do. The renames are not synced here, so the creating thread never waits for the disk:
     /// `run` syncs them first. Until then power loss can only undo them together with everything the new
     /// buffer did after them (journaling file systems commit metadata changes in order).
-    /// The file `boot` goes with the files it dates, then this process records its own.
+    /// The file `boot` goes with the files it dates; `recordBoot` then writes this process's own, on the
+    /// background queue before any forward (a file creation less for the creating thread).
     static func claim(folder: BufferFolder) throws -> Bool {
         let names = folder.names()
         let generation = names.compactMap { claimedName($0)?.generation }.max().map { $0 + 1 } ?? 0
@@ -54,7 +55,6 @@ enum Recovery {
         if claimedNow, names.contains(BufferFolder.boot) {
             try folder.rename(BufferFolder.boot, to: "\(claimedPrefix)\(generation)-\(BufferFolder.boot)")
         }
-        try folder.recordBoot()
         return claimed || names.contains { BufferFolder.stagedIndex($0) != nil }
     }
 
