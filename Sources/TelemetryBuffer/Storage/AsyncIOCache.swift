@@ -73,9 +73,9 @@ final class AsyncIOCache {
 
     /// Once its list is published: renames the file to `newPath` (same folder), where it stays as the
     /// power-loss copy of those items until their envelopes are synced, and starts an empty file in its
-    /// place for the list's next items: `spare`, an earlier copy cut to its header, if given (neither a
-    /// new inode nor a freed and reallocated block: on this VM's disk such churn slowed every later file
-    /// operation).
+    /// place for the list's next items: `spare`, an earlier copy cut to its header, if given (no inode
+    /// created and freed per forward: ext4 without a journal skips recently freed inodes when it
+    /// allocates one, checking each, which slows every later file creation).
     func retire(as newPath: String, reusing spare: String?) throws {
         guard rename(path, newPath) == 0 else { throw FileSystem.error("rename", path) }
         if let spare, rename(spare, path) != 0 { throw FileSystem.error("rename", spare) }

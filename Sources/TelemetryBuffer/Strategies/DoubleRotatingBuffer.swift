@@ -32,9 +32,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let syncs: DispatchQueue
     /// What the sync queue has to do: publications not synced yet (their envelopes and their lists'
     /// retired IO caches), and the emptied copies, kept to take an IO cache's place at the next
-    /// retirement: a new file per forward would create and delete an inode each time, and file creation
-    /// then slows down (ext4 without a journal skips recently deleted inodes: after many small flushes a
-    /// full flush took 4.7 ms instead of 1.3).
+    /// retirement: a new file per forward would create and free an inode each time (see
+    /// `AsyncIOCache.retire`).
     private struct Unsynced {
         var envelopes: [UnsyncedFiles] = []
         var copies: [String] = []
