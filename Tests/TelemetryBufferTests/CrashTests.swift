@@ -46,6 +46,7 @@ final class CrashTests: XCTestCase {
         ]
         for (kind, signals, detected) in kinds {
             let folder = try TemporaryDirectory()
+            directory.remove()  // setUp's, or the last kind's: one folder per kind
             directory = folder
             defer { folder.remove() }
             let run = try crash(kind)
@@ -58,6 +59,7 @@ final class CrashTests: XCTestCase {
     func testFlushAllWritesItsItemsAsEnvelopesTheOfficialParserAccepts() throws {
         for kind in ["segv", "abort", "fatal"] {
             let folder = try TemporaryDirectory()
+            directory.remove()  // setUp's, or the last kind's: one folder per kind
             directory = folder
             defer { folder.remove() }
             // 60 items: fewer than a batch, so no forward is under way when the process dies.
@@ -103,6 +105,7 @@ final class CrashTests: XCTestCase {
         try assertRecoveredExactlyOnce(asked, count: 60, "SIGTERM detected")
 
         let folder = try TemporaryDirectory()
+        directory.remove()  // the first half's
         directory = folder
         defer { folder.remove() }
         let unasked = try crash("term")

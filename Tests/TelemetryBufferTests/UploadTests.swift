@@ -136,6 +136,7 @@ final class UploadTests: XCTestCase {
     func testAnInvalidKeyShutsTheBufferDownAndClearsItsFiles() throws {
         for status in [401, 403] {
             let folder = try TemporaryDirectory()
+            directory.remove()  // setUp's, or the last status's: one folder per status
             directory = folder
             defer { folder.remove() }
             let server = try server(TestServer.sequence([], then: .respond(status)))
