@@ -14,24 +14,24 @@ public struct RecoveryReport: Sendable, Equatable {
 
 /// Start-up recovery of a `telemetry-buffer/` folder, whatever strategy wrote it.
 ///
-/// It runs in two parts so that creating a buffer never waits on reading and publishing old files.
-/// `claim` (in `init`) renames every buffer file an earlier process left, the lists, IO caches, stream
-/// caches, detected-termination files and an earlier `recovered` file, to `recovering-<n>-<name>`;
-/// the new buffer's files then start empty beside them. `run` (the first task of the background queue)
-/// reads the claimed files. Publication markers say which staged envelopes are authoritative: a `captured`
-/// file's items are already in its staged envelopes, so they are skipped; a `publishing` file's staged
-/// envelopes are incomplete, so they are deleted and the file's items count. Envelopes need not be synced
-/// when they are marked `captured` (nor when a published list's IO cache waits as `awaiting-sync-x`), so
-/// both are trusted only if the claimed `boot` file of their generation names this boot: then the
-/// envelopes are synced and the copies dropped. From another boot, after power loss or a restart, a
-/// `captured` file counts as `publishing` and an `awaiting-sync-x` copy as live items: at least once. After a process death the
-/// claimed files are crash-safe lists whose IO caches hold nothing the lists lack: then each list is
-/// published as it is, under its own marker, and removed with its cache. Otherwise (a crash handler's
-/// files, a stream cache, a list missing what its cache holds) the remaining items are deduplicated by
-/// item ID, put in order of arrival, written as one `recovered` file (atomic rename: the commit point),
-/// the claimed files are removed, and `recovered` is published as staged envelopes with its own marker.
-/// A crash at any step leaves files the next start claims and reads to the same result: nothing lost,
-/// nothing twice.
+/// It runs in two parts so that creating a buffer never waits on reading and publishing old files. `claim`
+/// (in `init`) renames every buffer file an earlier process left, the lists, IO caches and their
+/// `awaiting-sync-x` copies, stream caches, detected-termination files and an earlier `recovered` file, to
+/// `recovering-<n>-<name>`; the new buffer's files then start empty beside them. `run` (the first task of
+/// the background queue) reads the claimed files. Publication markers say which staged envelopes are
+/// authoritative: a `captured` file's items are already in its staged envelopes, so they are skipped; a
+/// `publishing` file's staged envelopes are incomplete, so they are deleted and the file's items count.
+/// Envelopes need not be synced when they are marked `captured` (nor when a published list's IO cache waits
+/// as `awaiting-sync-x`), so both are trusted only if the claimed `boot` file of their generation names
+/// this boot: then the envelopes are synced and the copies dropped. From another boot, after power loss or
+/// a restart, a `captured` file counts as `publishing` and an `awaiting-sync-x` copy as live items: at
+/// least once. After a process death the claimed files are crash-safe lists whose IO caches hold nothing
+/// the lists lack: then each list is published as it is, under its own marker, and removed with its cache.
+/// Otherwise (a crash handler's files, a stream cache, a list missing what its cache holds) the remaining
+/// items are deduplicated by item ID, put in order of arrival, written as one `recovered` file (atomic
+/// rename: the commit point), the claimed files are removed, and `recovered` is published as staged
+/// envelopes with its own marker. A crash at any step leaves files the next start claims and reads to the
+/// same result: nothing lost, nothing twice.
 enum Recovery {
     static let claimedPrefix = "recovering-"
 
