@@ -184,7 +184,7 @@ final class StorageTests: XCTestCase {
         }, "visible in the file as soon as add returns")
         buffer.close()
         XCTAssertFalse(try FileManager.default.contentsOfDirectory(atPath: bufferFolder).contains { $0.hasPrefix("awaiting-sync-") },
-                       "close waits for the sync that removes the published list's copy")
+                       "close waits for the sync that turns the published list's copy into a spare")
         for name in ["async-io-cache-1", "async-io-cache-2"] { XCTAssertEqual(try fileSize(name), 32, name) }
         for name in ["crash-safe-list-1", "crash-safe-list-2"] {
             XCTAssertEqual(FramedFile(folder: bufferFolder, name: name)?.records.count, 0, name)

@@ -43,8 +43,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// A forward that leaves more unsynced publications than this waits for their sync, so that the
     /// copies, the open files and the disk's backlog stay bounded when forwards outpace the disk.
     private static let maxUnsynced = 4
-    /// Names the next retired IO cache, `awaiting-sync-x`, and later its spare, `spare-x`.
-    private var retired: Int
+    /// Names the next retired IO cache, `awaiting-sync-x`, and later its spare, `spare-x`; `nil` until the
+    /// first publication, which looks for the spares earlier processes left (off the creating thread).
+    private var retired: Int?
     private let ioTimer: DispatchSourceTimer
     /// Wakes `io` from `add` (first item of a batch) without allocating.
     private let ioWake: DispatchSourceUserDataOr
@@ -63,9 +64,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                          kind: .crashSafeList)
         }
         caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFolder.asyncIOCache($0)) }
-        let spares = folder.names().filter { $0.hasPrefix(BufferFolder.sparePrefix) }
-        retired = (spares.compactMap { Int($0.dropFirst(BufferFolder.sparePrefix.count)) }.max() ?? -1) + 1
-        unsynced = Locked(Unsynced(spares: spares))
+        unsynced = Locked(Unsynced())
         regions = RotatingRegions(lists[0], lists[1], maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
@@ -165,8 +164,13 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// power-loss copy; returns both, for the sync.
     private func publish(list index: Int, records: UnsafeRawBufferPointer) throws -> (envelopes: UnsyncedFiles, copy: String) {
         let envelopes = try batcher.stage(batcher.batches(records), in: folder) { lists[index].mark($0) }
-        let copy = BufferFolder.awaitingSyncPrefix + String(retired)
-        retired += 1
+        let number = retired ?? {
+            let spares = folder.names().filter { $0.hasPrefix(BufferFolder.sparePrefix) }
+            unsynced.withLock { $0.spares += spares }
+            return (spares.compactMap { Int($0.dropFirst(BufferFolder.sparePrefix.count)) }.max() ?? -1) + 1
+        }()
+        retired = number + 1
+        let copy = BufferFolder.awaitingSyncPrefix + String(number)
         let spare = unsynced.withLock { $0.spares.popLast() }
         try io.sync { try caches[index].retire(as: folder.path + "/" + copy, reusing: spare.map { folder.path + "/" + $0 }) }
         return (envelopes, copy)
