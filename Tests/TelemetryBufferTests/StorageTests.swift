@@ -170,6 +170,54 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    /// A forward that fails after the list's envelopes are staged (its IO cache cannot be retired) must not
+    /// stage the list again when the next forward retries.
+    func testAFailedRetirementIsRetriedWithoutPublishingTheListTwice() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 0)
+        // A folder where the first publication's copy of the IO cache goes: the rename onto it fails (EISDIR).
+        let obstacle = bufferFolder + "/awaiting-sync-0"
+        try FileManager.default.createDirectory(atPath: obstacle, withIntermediateDirectories: false)
+        buffer.add(log: .test("a"))
+        buffer.add(log: .test("b"))
+        buffer.flush()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a", "b"], "the staged envelopes are published")
+        try FileManager.default.removeItem(atPath: obstacle)
+        buffer.add(log: .test("c"))
+        buffer.flush()
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).sorted(), ["a", "b", "c"], "each item once")
+        let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
+        XCTAssertFalse(left.contains { $0.hasPrefix("awaiting-sync-") }, "\(left)")
+        for name in ["crash-safe-list-1", "crash-safe-list-2"] {
+            XCTAssertEqual(FramedFile(folder: bufferFolder, name: name)?.records.count, 0, name)
+        }
+    }
+
+    /// The same when the IO cache was moved but no empty file could take its place: the retry only starts
+    /// the empty file.
+    func testARetirementThatMovedTheCacheIsFinishedByTheRetry() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 0)
+        // A folder named as a spare: the first publication renames it to `async-io-cache-1`, which then
+        // cannot be opened as a file (EISDIR).
+        try FileManager.default.createDirectory(atPath: bufferFolder + "/spare-0", withIntermediateDirectories: false)
+        buffer.add(log: .test("a"))
+        buffer.flush()
+        var isFolder: ObjCBool = false
+        XCTAssertTrue(FileManager.default.fileExists(atPath: bufferFolder + "/async-io-cache-1", isDirectory: &isFolder) && isFolder.boolValue)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: bufferFolder + "/awaiting-sync-1"), "the cache was moved")
+        try FileManager.default.removeItem(atPath: bufferFolder + "/async-io-cache-1")
+        buffer.add(log: .test("b"))
+        buffer.flush()
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).sorted(), ["a", "b"], "each item once")
+        XCTAssertEqual(try fileSize("async-io-cache-1"), 32, "an empty cache took the moved one's place")
+        for name in ["crash-safe-list-1", "crash-safe-list-2"] {
+            XCTAssertEqual(FramedFile(folder: bufferFolder, name: name)?.records.count, 0, name)
+        }
+    }
+
     func testEachStrategyKeepsItsFilesAndEmptiesThemOnClose() throws {
         let bytes = 8192
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = bytes })

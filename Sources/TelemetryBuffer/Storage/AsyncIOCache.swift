@@ -19,6 +19,8 @@ final class AsyncIOCache {
     /// Record bytes of the list already written to the file.
     private var mirrored = 0
     private var unsynced = false
+    /// `retire` moved the file away but no empty file has taken its place yet.
+    private var moved = false
 
     /// Creates (or empties) the file with a fresh header.
     init(path: String) throws {
@@ -76,12 +78,19 @@ final class AsyncIOCache {
     /// place for the list's next items: `spare`, an earlier copy cut to its header, if given (no inode
     /// created and freed per forward: ext4 without a journal skips recently freed inodes when it
     /// allocates one, checking each, which slows every later file creation).
+    ///
+    /// If it throws after the file was moved (no file could take its place: a full disk), a retry with
+    /// the same `newPath` does not move it again; it only starts the empty file.
     func retire(as newPath: String, reusing spare: String?) throws {
-        guard rename(path, newPath) == 0 else { throw FileSystem.error("rename", path) }
+        if !moved {
+            guard rename(path, newPath) == 0 else { throw FileSystem.error("rename", path) }
+            moved = true
+        }
         if let spare, rename(spare, path) != 0 { throw FileSystem.error("rename", spare) }
         let fresh = try Self.create(path, truncating: spare == nil)
         close(fd)
         fd = fresh
+        moved = false
         mirrored = 0
         unsynced = false
     }

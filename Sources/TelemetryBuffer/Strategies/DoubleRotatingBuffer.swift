@@ -1,4 +1,4 @@
-import Dispatch
+import Foundation
 
 /// The DoubleRotatingBuffer strategy (the default): two crash-safe lists in `MAP_SHARED` files, each
 /// mirrored by an async IO cache.
@@ -18,8 +18,8 @@ import Dispatch
 ///   (`buffer_overflow`), the caller never waits.
 ///
 /// Thread safety: the lists are written under `regions`' lock and read by the background queue only
-/// while pending; the caches and the IO timer state are touched only on `io`; `retired` only on the
-/// background queue.
+/// while pending; the caches and the IO timer state are touched only on `io`; `retired` and `unretired`
+/// only on the background queue.
 final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let lists: [RecordRegion]
@@ -46,6 +46,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// Names the next retired IO cache, `awaiting-sync-x`, and later its spare, `spare-x`; `nil` until the
     /// first publication, which looks for the spares earlier processes left (off the creating thread).
     private var retired: Int?
+    /// The list whose envelopes are staged (its marker says `captured`) but whose IO cache could not be
+    /// retired, with what its publication made: the next forward retries only the retirement, since
+    /// staging the list again would publish its items twice. Background queue only.
+    private var unretired: (index: Int, envelopes: UnsyncedFiles, copy: String)?
     private let ioTimer: DispatchSourceTimer
     /// Wakes `io` from `add` (first item of a batch) without allocating.
     private let ioWake: DispatchSourceUserDataOr
@@ -119,7 +123,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             do {
                 published.append(try publish(list: batch.index, records: batch.records))
             } catch {
-                // The list keeps its items and stays pending; the next forward tries again.
+                // The list keeps its items and stays pending; the next forward tries again (only the
+                // retirement, if its envelopes are staged).
                 batcher.diagnostics.log(.error, "could not publish \(BufferFolder.crashSafeList(batch.index + 1)): \(error)")
                 break
             }
@@ -161,19 +166,41 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     /// Stages the list's envelopes under its publication marker, then retires its IO cache as their
-    /// power-loss copy; returns both, for the sync.
+    /// power-loss copy; returns both, for the sync. After a failed retirement it only retries that.
     private func publish(list index: Int, records: UnsafeRawBufferPointer) throws -> (envelopes: UnsyncedFiles, copy: String) {
-        let envelopes = try batcher.stage(batcher.batches(records), in: folder) { lists[index].mark($0) }
+        let published: (envelopes: UnsyncedFiles, copy: String)
+        if let unretired, unretired.index == index {
+            published = (unretired.envelopes, unretired.copy)
+        } else {
+            let envelopes = try batcher.stage(batcher.batches(records), in: folder) { lists[index].mark($0) }
+            published = (envelopes, nextCopyName())
+        }
+        let spare = unsynced.withLock { $0.spares.popLast() }
+        do {
+            try io.sync {
+                try caches[index].retire(as: folder.path + "/" + published.copy, reusing: spare.map { folder.path + "/" + $0 })
+            }
+        } catch {
+            unretired = (index, published.envelopes, published.copy)
+            if let spare, FileManager.default.fileExists(atPath: folder.path + "/" + spare) {
+                unsynced.withLock { $0.spares.append(spare) }
+            }
+            throw error
+        }
+        unretired = nil
+        return published
+    }
+
+    /// `awaiting-sync-x` for the next retired IO cache; the first call looks for the spares earlier
+    /// processes left.
+    private func nextCopyName() -> String {
         let number = retired ?? {
             let spares = folder.names().filter { $0.hasPrefix(BufferFolder.sparePrefix) }
             unsynced.withLock { $0.spares += spares }
             return (spares.compactMap { Int($0.dropFirst(BufferFolder.sparePrefix.count)) }.max() ?? -1) + 1
         }()
         retired = number + 1
-        let copy = BufferFolder.awaitingSyncPrefix + String(number)
-        let spare = unsynced.withLock { $0.spares.popLast() }
-        try io.sync { try caches[index].retire(as: folder.path + "/" + copy, reusing: spare.map { folder.path + "/" + $0 }) }
-        return (envelopes, copy)
+        return BufferFolder.awaitingSyncPrefix + String(number)
     }
 
     /// Forwards both lists and waits for their sync.
