@@ -142,10 +142,12 @@ final class StorageTests: XCTestCase {
 
     /// A publication whose envelopes may not be synced yet (a `captured` list, the copy of a published
     /// list) is trusted in the boot that made it: its items are not published again. After a reboot
-    /// (here: another boot recorded beside the files) its envelopes may be lost, so its items are.
+    /// (here: another boot recorded beside the files) its envelopes may be lost, so its items are; so too
+    /// when no boot is recorded.
     func testUnsyncedPublicationsAreTrustedOnlyInTheBootThatMadeThem() throws {
         let current = try XCTUnwrap(BootSession.current, "this machine names its boot")
-        for (boot, expected) in [(current, [String]()), ("another boot", ["a0", "a1", "b0"])] {
+        // `nil`: no `boot` at all, as a process leaves it after a failed sync.
+        for (boot, expected) in [(current, [String]()), ("another boot", ["a0", "a1", "b0"]), (nil, ["a0", "a1", "b0"])] {
             try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
             // The copy of a list published just before the process died: its envelopes were moved.
             let copy = try AsyncIOCache(path: bufferFolder + "/awaiting-sync-0")
@@ -157,12 +159,12 @@ final class StorageTests: XCTestCase {
                                     kind: .crashSafeList)
             append(["b0"], to: list, nonce: 2)
             list.mark(.init(state: .captured, firstEnvelope: 5, envelopeCount: 1))
-            try Data(boot.utf8).write(to: URL(fileURLWithPath: bufferFolder + "/boot"))
+            if let boot { try Data(boot.utf8).write(to: URL(fileURLWithPath: bufferFolder + "/boot")) }
 
             let buffer = try TelemetryBuffer(options: testOptions(directory))
-            XCTAssertEqual(buffer.recovery.items, expected.count, "recorded boot: \(boot)")
+            XCTAssertEqual(buffer.recovery.items, expected.count, "recorded boot: \(boot ?? "none")")
             buffer.close()
-            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), expected, "recorded boot: \(boot)")
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), expected, "recorded boot: \(boot ?? "none")")
             let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
             XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) || $0.hasPrefix("awaiting-sync-") }, "\(left)")
             XCTAssertEqual(try String(contentsOfFile: bufferFolder + "/boot", encoding: .utf8), current, "this process's boot")

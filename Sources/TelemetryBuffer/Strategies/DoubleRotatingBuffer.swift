@@ -152,6 +152,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         guard !copies.isEmpty else { return }
         Failpoint.publishUnsynced.hit()
         do {
+            try Failpoint.syncFails.failIfArmed("fsync", folder.path)
             for files in envelopes { try files.sync() }
             try (transport as? FileTransport)?.syncFolder()
             for copy in copies {
@@ -161,7 +162,12 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                 unsynced.withLock { $0.spares.append(spare) }
             }
         } catch {
-            batcher.diagnostics.log(.error, "could not sync published envelopes: \(error); \(copies) keep their items")
+            // The failed bytes may never reach the disk, and Linux reports a writeback error once: a later
+            // `fsync`, this process's or recovery's, returns 0 without writing them. So the copies stay, and
+            // `boot` goes: recovery then takes this process's unsynced publications for another boot's and
+            // publishes what their copies hold again (at least once) instead of dropping it.
+            folder.remove(BufferFolder.boot)
+            batcher.diagnostics.log(.error, "could not sync published envelopes: \(error); \(copies) keep their items for the next start")
         }
     }
 

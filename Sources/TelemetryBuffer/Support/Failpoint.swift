@@ -7,11 +7,11 @@ import Glibc
 import Musl
 #endif
 
-/// Named steps of publishing and recovery where the kill tests stop a process.
+/// Named steps of publishing and recovery where the kill tests stop a process, or make a step fail.
 ///
 /// With `TELEMETRY_BUFFER_FAILPOINT=<name>` in its environment, a process kills itself with SIGKILL the
-/// first time it reaches that step; without it, each step costs one comparison with `nil`. They are on
-/// background paths only, never in `add`.
+/// first time it reaches that step (`hit()`), or that step fails each time (`failIfArmed`); without it,
+/// each step costs one comparison with `nil`. They are on background paths only, never in `add`.
 enum Failpoint: String, CaseIterable, Sendable {
     /// A buffer file (a list, `flushing`, `recovered`) is marked `publishing`; no envelope is staged yet.
     case publishMarked = "publish.marked"
@@ -36,11 +36,20 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// follow (the path taken after a process death, see `Recovery`).
     case recoveryListDone = "recovery.list-done"
 
+    /// A DoubleRotatingBuffer's deferred sync of published envelopes fails, as after an `fsync` error.
+    case syncFails = "sync.fails"
+
     private static let armed = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"]
 
     /// Kills the process here if this failpoint is armed.
     func hit() {
         guard let armed = Self.armed, armed == rawValue else { return }
         kill(getpid(), SIGKILL)
+    }
+
+    /// Throws an I/O error (`EIO`) for `path` if this failpoint is armed.
+    func failIfArmed(_ operation: String, _ path: String) throws {
+        guard let armed = Self.armed, armed == rawValue else { return }
+        throw TelemetryBufferError.fileSystem(operation: operation, path: path, errno: EIO)
     }
 }
