@@ -70,6 +70,19 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, atLeastOnce: true, "failed sync")
     }
 
+    /// FileStreamCache syncs before it removes `flushing`: after a failed sync (injected) the file says
+    /// `captured`, and the next forward removes it without staging its items again (they are moved already).
+    func testAFailedStreamCacheSyncDoesNotPublishTwice() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let stress = try Demo.stress(folder, .fileStreamCache, count: 3000, spans: true, failpoint: .syncFails)
+        XCTAssertEqual(stress.status, 0, stress.errors)
+        XCTAssertTrue(stress.errors.contains("could not publish flushing"), stress.errors)
+        let recovery = try Demo.recover(folder, .fileStreamCache)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "failed stream cache sync")
+    }
+
     /// A kill at each step of start-up recovery, then a second recovery.
     func testKillsAtEveryStepOfRecovery() throws {
         for strategy in Self.crashSafe {

@@ -154,9 +154,18 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func publishFlushing() throws {
         let name = BufferFolder.streamFlushing
         guard let file = FramedFile(folder: folder.path, name: name) else { return }
-        // Staged inside: the batches point into the file's bytes.
-        try file.withRecords { records in
-            try batcher.stage(batcher.batches(records), in: folder) { try FramedFile.mark($0, name: name, in: folder) }.sync()
+        // `captured`: an earlier attempt staged the envelopes (since moved), then could not sync them.
+        // Staging them again would publish every item twice, and a failed `fsync` is not retried (Linux
+        // reports the error once; a second call returns 0 without writing).
+        if file.publication.state != .captured {
+            // Staged inside: the batches point into the file's bytes.
+            try file.withRecords { records in
+                let staged = try batcher.stage(batcher.batches(records), in: folder) {
+                    try FramedFile.mark($0, name: name, in: folder)
+                }
+                try Failpoint.syncFails.failIfArmed("fsync", folder.path)
+                try staged.sync()
+            }
         }
         folder.remove(name)
         try folder.sync()

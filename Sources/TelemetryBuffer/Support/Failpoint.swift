@@ -36,7 +36,8 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// follow (the path taken after a process death, see `Recovery`).
     case recoveryListDone = "recovery.list-done"
 
-    /// A DoubleRotatingBuffer's deferred sync of published envelopes fails, as after an `fsync` error.
+    /// The sync of published envelopes fails, as after an `fsync` error: a DoubleRotatingBuffer's
+    /// deferred sync, a FileStreamCache's publication after its marker says `captured`.
     case syncFails = "sync.fails"
 
     private static let armed = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"]
