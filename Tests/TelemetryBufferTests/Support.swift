@@ -14,7 +14,13 @@ struct TemporaryDirectory {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
-    func remove() { try? FileManager.default.removeItem(at: url) }
+    /// Removes the folder once every buffer released without `close()` has finished its final forward:
+    /// one still writing would make the removal fail part-way (leaving the folder), and its crash
+    /// handlers, still installed, would leak into the next test.
+    func remove() {
+        LiveBuffers.awaitReleases()
+        try? FileManager.default.removeItem(at: url)
+    }
 }
 
 /// Options for a test buffer in `directory`; a long interval unless the test is about the timer.

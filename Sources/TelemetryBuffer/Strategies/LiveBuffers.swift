@@ -20,8 +20,7 @@ enum LiveBuffers {
     private static let installHooks: Void = {
         atexit {
             LiveBuffers.each { $0.flush(timeout: LiveBuffers.exitTimeout) }
-            let deadline = DispatchTime.now() + LiveBuffers.exitTimeout
-            for group in LiveBuffers.releasing.withLock({ Array($0.values) }) { _ = group.wait(timeout: deadline) }
+            LiveBuffers.awaitReleases()
         }
         #if canImport(UIKit) && !os(watchOS)
         // The raw name of UIApplication.didEnterBackgroundNotification, so this file needs no UIKit import.
@@ -60,6 +59,13 @@ enum LiveBuffers {
     static func awaitReleases(of directory: String) {
         guard let group = releasing.withLock({ $0[directory] }) else { return }
         _ = group.wait(timeout: .now() + exitTimeout)
+    }
+
+    /// Waits, at most as long as a graceful exit does, for the final forwards of every buffer released
+    /// without `close()`.
+    static func awaitReleases() {
+        let deadline = DispatchTime.now() + exitTimeout
+        for group in releasing.withLock({ Array($0.values) }) { _ = group.wait(timeout: deadline) }
     }
 
     private static func each(_ body: (TelemetryBuffer) -> Void) {
