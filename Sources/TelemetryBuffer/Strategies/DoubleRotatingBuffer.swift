@@ -43,13 +43,15 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// A forward that leaves more unsynced publications than this waits for their sync, so that the
     /// copies, the open files and the disk's backlog stay bounded when forwards outpace the disk.
     private static let maxUnsynced = 4
+    /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got.
+    private typealias Published = (envelopes: UnsyncedFiles, copy: String)
     /// Names the next retired IO cache, `awaiting-sync-x`, and later its spare, `spare-x`; `nil` until the
     /// first publication, which looks for the spares earlier processes left (off the creating thread).
     private var retired: Int?
     /// The list whose envelopes are staged (its marker says `captured`) but whose IO cache could not be
     /// retired, with what its publication made: the next forward retries only the retirement, since
     /// staging the list again would publish its items twice. Background queue only.
-    private var unretired: (index: Int, envelopes: UnsyncedFiles, copy: String)?
+    private var unretired: (index: Int, published: Published)?
     private let ioTimer: DispatchSourceTimer
     /// Wakes `io` from `add` (first item of a batch) without allocating.
     private let ioWake: DispatchSourceUserDataOr
@@ -117,7 +119,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     func forward(everything: Bool) {
-        var published: [(envelopes: UnsyncedFiles, copy: String)] = []
+        var published: [Published] = []
         for _ in 0..<(everything ? 2 : 1) {
             guard let batch = regions.beginForwarding() else { break }
             do {
@@ -173,10 +175,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
 
     /// Stages the list's envelopes under its publication marker, then retires its IO cache as their
     /// power-loss copy; returns both, for the sync. After a failed retirement it only retries that.
-    private func publish(list index: Int, records: UnsafeRawBufferPointer) throws -> (envelopes: UnsyncedFiles, copy: String) {
-        let published: (envelopes: UnsyncedFiles, copy: String)
+    private func publish(list index: Int, records: UnsafeRawBufferPointer) throws -> Published {
+        let published: Published
         if let unretired, unretired.index == index {
-            published = (unretired.envelopes, unretired.copy)
+            published = unretired.published
         } else {
             let envelopes = try batcher.stage(batcher.batches(records), in: folder) { lists[index].mark($0) }
             published = (envelopes, nextCopyName())
@@ -187,7 +189,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                 try caches[index].retire(as: folder.path + "/" + published.copy, reusing: spare.map { folder.path + "/" + $0 })
             }
         } catch {
-            unretired = (index, published.envelopes, published.copy)
+            unretired = (index, published)
             if let spare, FileManager.default.fileExists(atPath: folder.path + "/" + spare) {
                 unsynced.withLock { $0.spares.append(spare) }
             }
