@@ -100,6 +100,44 @@ final class StorageTests: XCTestCase {
     }
 
     /// Files an interrupted start had claimed are recovered together with this start's own, in order.
+    func testAFileIsReadNoFurtherThanItsHeaderSays() throws {
+        let path = directory.url.path + "/file"
+        let bytes = (0..<100).map { UInt8($0) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        var asked: [UInt8] = []
+        XCTAssertEqual(FileSystem.contents(of: path, prefix: 8) { asked = Array($0); return 20 }, Array(bytes[..<20]))
+        XCTAssertEqual(asked, Array(bytes[..<8]), "the length is asked of the first bytes")
+        XCTAssertEqual(FileSystem.contents(of: path, prefix: 8) { _ in 1000 }, bytes, "never past the end")
+        XCTAssertEqual(FileSystem.contents(of: path, prefix: 8) { _ in 3 }, Array(bytes[..<8]), "the first bytes are always read")
+        XCTAssertEqual(FileSystem.contents(of: path, prefix: 200) { _ in 0 }, bytes, "a shorter file is read whole")
+        XCTAssertEqual(FileSystem.contents(of: path), bytes)
+        XCTAssertNil(FileSystem.contents(of: path + "-missing"))
+
+        // A list is read up to its committed length, not its fixed size.
+        let list = RecordRegion(mapping: try MappedFile(path: directory.url.path + "/list", size: 4096 + 32), kind: .crashSafeList)
+        append(["a"], to: list)
+        let file = try XCTUnwrap(FramedFile(folder: directory.url.path, name: "list"))
+        XCTAssertEqual(file.bytes.count, 32 + list.records.count)
+        XCTAssertEqual(file.records, 32..<32 + list.records.count)
+    }
+
+    func testAListWhoseCommittedLengthIsCorruptIsReadToItsEnd() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        // Two lists of three records each, whose headers then claim more than their files hold: a little
+        // more, and more than any length can be.
+        for (number, claimed) in [(1, UInt64(1) << 40), (2, UInt64.max)] {
+            let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-\(number)", size: 4096 + 32),
+                                    kind: .crashSafeList)
+            append(["a\(number)", "b\(number)", "c\(number)"], to: list, nonce: UInt64(number))
+            (list.base + RecordFraming.committedLengthOffset).storeBytes(of: claimed.littleEndian, as: UInt64.self)
+        }
+
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 6)
+        buffer.close()
+        XCTAssertEqual(Set(try logBodies(in: buffer.envelopesDirectory)), ["a1", "b1", "c1", "a2", "b2", "c2"])
+    }
+
     func testFilesClaimedByAnInterruptedStartAreRecoveredToo() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let older = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/recovering-0-crash-safe-list-1", size: 4096 + 32),

@@ -91,21 +91,47 @@ enum FileSystem {
     /// The whole file, read straight into the array (one `fstat`, then `read` until the end); `nil` if it
     /// cannot be opened or read.
     static func contents(of path: String) -> [UInt8]? {
+        contents(of: path, prefix: 0) { _ in .max }
+    }
+
+    /// The file's first `prefix` bytes, then more up to `length(first bytes)` bytes in all, never past its
+    /// end: a file whose header says how much of it matters is read no further. `nil` if it cannot be
+    /// opened or read.
+    static func contents(of path: String, prefix: Int, length: (UnsafeRawBufferPointer) -> Int) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var status = stat()
         guard fstat(fd, &status) == 0 else { return nil }
+        let size = Int(status.st_size)
+        var first = [UInt8](repeating: 0, count: min(prefix, size))
+        guard let got = first.withUnsafeMutableBytes({ readFully(fd, into: $0) }) else { return nil }
+        first.removeLast(first.count - got)
+        let wanted = min(size, first.withUnsafeBytes(length))
+        guard wanted > first.count, got == prefix else { return first }
         var failed = false
-        let bytes = [UInt8](unsafeUninitializedCapacity: Int(status.st_size)) { buffer, count in
-            while count < buffer.count {
-                let got = read(fd, buffer.baseAddress! + count, buffer.count - count)
-                if got < 0, errno == EINTR { continue }
-                guard got > 0 else { failed = got < 0; break }
-                count += got
+        let bytes = [UInt8](unsafeUninitializedCapacity: wanted) { buffer, count in
+            count = UnsafeMutableBufferPointer(rebasing: buffer[..<first.count]).initialize(from: first).1
+            guard let got = readFully(fd, into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[count...]))) else {
+                failed = true
+                return
             }
+            count += got
         }
         return failed ? nil : bytes
+    }
+
+    /// Reads until `buffer` is full or the file ends; the number of bytes read, or `nil` on an error.
+    private static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        var count = 0
+        while count < buffer.count {
+            let got = read(fd, buffer.baseAddress! + count, buffer.count - count)
+            if got < 0, errno == EINTR { continue }
+            guard got >= 0 else { return nil }
+            if got == 0 { break }
+            count += got
+        }
+        return count
     }
 
     /// `fsync`s the named files of the directory (a missing one is skipped: it was sent or removed),

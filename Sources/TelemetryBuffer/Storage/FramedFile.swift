@@ -21,8 +21,11 @@ struct FramedFile {
     var records: Range<Int>
 
     /// Reads `name` in `folder`; `nil` if it does not exist. A file with no valid header has no records.
+    /// A list is read up to its committed length: the rest of its fixed size is stale or zeros, and a list
+    /// left by a clean exit holds nothing but its header.
     init?(folder: String, name: String) {
-        guard let bytes = FileSystem.contents(of: folder + "/" + name) else { return nil }
+        guard let bytes = FileSystem.contents(of: folder + "/" + name, prefix: RecordFraming.headerSize, length: Self.usefulLength)
+        else { return nil }
         self.name = name
         self.bytes = bytes
         let header = bytes.withUnsafeBytes { RecordFraming.kind(ofHeader: $0) }
@@ -33,15 +36,20 @@ struct FramedFile {
             records = 0..<0
             return
         }
-        (created, publication, records) = bytes.withUnsafeBytes { raw in
-            let created = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            let publication = RecordFraming.Publication(header: raw)
-            var end = raw.count
-            if header == .crashSafeList || header == .memoryList {
-                end = min(raw.count, RecordFraming.headerSize + Int(clamping: RecordFraming.committedLength(ofHeader: raw)))
-            }
-            return (created, publication, RecordFraming.headerSize..<max(RecordFraming.headerSize, end))
+        // The read stopped at a list's committed length, so every kind's records end with the bytes read.
+        (created, publication) = bytes.withUnsafeBytes { raw in
+            (UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)), RecordFraming.Publication(header: raw))
         }
+        records = RecordFraming.headerSize..<max(RecordFraming.headerSize, bytes.count)
+    }
+
+    /// How many bytes of a file that starts with `header` are worth reading: a list's header and committed
+    /// records, any other file whole.
+    private static func usefulLength(header: UnsafeRawBufferPointer) -> Int {
+        guard let kind = RecordFraming.kind(ofHeader: header), kind == .crashSafeList || kind == .memoryList else { return .max }
+        // A corrupt length, up to UInt64.max, reads the file to its end.
+        let committed = Int(clamping: RecordFraming.committedLength(ofHeader: header))
+        return committed > Int.max - RecordFraming.headerSize ? .max : RecordFraming.headerSize + committed
     }
 
     /// Calls `body` with the longest valid prefix of the records; returns the scan.
