@@ -173,7 +173,8 @@ final class UploadTests: XCTestCase {
     func testRateLimitedCategoriesWaitAndTheirNewItemsAreDropped() throws {
         let server = try server { request, _ in
             String(decoding: request.body, as: UTF8.self).contains("\"type\":\"log\"")
-                ? .respond(429, headers: ["X-Sentry-Rate-Limits": "60:log_item:key, 2700:unknown_category:organization"])
+                // The longest limit wins: 1e20 s, past any deadline (it crashed the uploader once).
+                ? .respond(429, headers: ["X-Sentry-Rate-Limits": "60:log_item:key, 1e20:log_item:org, 2700:unknown_category:organization"])
                 : .respond(200)
         }
         defer { server.stop() }
@@ -229,6 +230,14 @@ final class UploadTests: XCTestCase {
         XCTAssertFalse(limits.allows(.logItem, now: { now.addingTimeInterval(100) }))
         XCTAssertTrue(limits.allows(.span, now: { now.addingTimeInterval(100) }))
         XCTAssertTrue(limits.allows(.logItem, now: { now.addingTimeInterval(601) }))
+
+        // Valid numbers past any deadline (they trapped converting to microseconds) limit for good.
+        limits.update(status: 200, rateLimits: "1e20:span:key", retryAfter: nil, now: now)
+        XCTAssertFalse(limits.allows(.span, now: { .distantFuture }))
+        XCTAssertTrue(limits.allows(.logItem, now: { .distantFuture }))
+        limits.update(status: 429, rateLimits: nil, retryAfter: "1e300", now: now)
+        XCTAssertFalse(limits.allows(.logItem, now: { .distantFuture }))
+        XCTAssertGreaterThan(limits.limitedUntil(.logItem, now: now) ?? now, .distantFuture)
     }
 
     func testASlowServerTimesOutAndTheEnvelopeIsRetried() throws {

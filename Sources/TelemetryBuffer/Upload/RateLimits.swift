@@ -101,5 +101,10 @@ final class RateLimits: @unchecked Sendable {
         return format.date(from: text).map { max(0, $0.timeIntervalSince(now)) }
     }
 
-    private static func micros(_ date: Date) -> UInt64 { UInt64(max(0, date.timeIntervalSince1970 * 1_000_000)) }
+    /// Microseconds since 1970, saturated: a limit the server sets past any deadline (`1e20` is a valid
+    /// number of seconds) lasts for good rather than trapping the conversion.
+    private static func micros(_ date: Date) -> UInt64 {
+        let micros = date.timeIntervalSince1970 * 1_000_000
+        return micros < 0x1p64 ? UInt64(max(0, micros)) : .max
+    }
 }
