@@ -138,6 +138,25 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(Set(try logBodies(in: buffer.envelopesDirectory)), ["a1", "b1", "c1", "a2", "b2", "c2"])
     }
 
+    func testNamesWithNumbersTheBufferNeverWritesAreLeftAlone() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        // A staged envelope and a claimed file numbered at their type's maximum: the next number after
+        // each overflowed at start-up. A termination file so numbered is claimed like any other.
+        let strays = ["envelope-18446744073709551615", "recovering-9223372036854775807-cache"]
+        for name in strays + ["detected-termination-9223372036854775807"] {
+            XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/" + name, contents: Data("x".utf8)))
+        }
+
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 0)
+        XCTAssertEqual(buffer.recovery.discardedBytes, 1, "the termination file, claimed and found to be garbage")
+        XCTAssertTrue(buffer.add(log: .test("still works")))
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["still works"])
+        let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
+        XCTAssertEqual(Set(left.filter { $0.contains("9223372036854775807") || $0.contains("18446744073709551615") }), Set(strays))
+    }
+
     func testFilesClaimedByAnInterruptedStartAreRecoveredToo() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let older = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/recovering-0-crash-safe-list-1", size: 4096 + 32),

@@ -78,7 +78,8 @@ final class BufferFolder: @unchecked Sendable {
 
     /// The index of a staged envelope's name, `nil` for any other name.
     static func stagedIndex(_ name: String) -> UInt64? {
-        name.hasPrefix(envelopePrefix) ? UInt64(name.dropFirst(envelopePrefix.count)) : nil
+        // `reserve` numbers below 2^32; a larger number is no name of ours (and its successor could overflow).
+        name.hasPrefix(envelopePrefix) ? UInt32(name.dropFirst(envelopePrefix.count)).map(UInt64.init) : nil
     }
 
     /// Names for `count` new detected-termination files, numbered after any already there.

@@ -62,7 +62,9 @@ enum Recovery {
     private static func claimedName(_ name: String) -> (generation: Int, original: String)? {
         guard name.hasPrefix(claimedPrefix) else { return nil }
         let rest = name.dropFirst(claimedPrefix.count)
-        guard let dash = rest.firstIndex(of: "-"), let generation = Int(rest[..<dash]) else { return nil }
+        // One generation per interrupted start: a number past Int32 is no name of ours (and its successor
+        // could overflow).
+        guard let dash = rest.firstIndex(of: "-"), let generation = Int32(rest[..<dash]).map(Int.init) else { return nil }
         return (generation, String(rest[rest.index(after: dash)...]))
     }
 
