@@ -66,7 +66,7 @@ final class DSNTests: XCTestCase {
         let cases = [
             "": "empty", "not a url": "scheme", "ftp://k@h/1": "scheme", "https://h/1": "public key",
             "https://k@h": "project ID", "https://k@h/": "project ID", "https://k@h/1?x=y": "query",
-            "https://k@/1": "host",
+            "https://k@/1": "host", "https://k@exa%20mple.com/1": "envelope URL",
         ]
         for (text, reason) in cases {
             XCTAssertThrowsError(try DSN(text), text) { error in

@@ -18,6 +18,8 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
     public let path: String
     /// The project ID.
     public let projectID: String
+    /// The envelope endpoint: `{scheme}://{host}[:{port}]{path}/api/{project_id}/envelope/`.
+    public let envelopeEndpoint: URL
 
     /// Parses a DSN, or throws `TelemetryBufferError.invalidDSN` saying which part is wrong.
     public init(_ string: String) throws {
@@ -47,12 +49,13 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
         self.port = components.port
         self.path = segments.dropLast().joined(separator: "/")
         self.projectID = String(project)
-    }
-
-    /// The envelope endpoint: `{scheme}://{host}[:{port}]{path}/api/{project_id}/envelope/`.
-    public var envelopeEndpoint: URL {
+        // The parts come back percent-decoded, so one can be valid in the DSN and not in a new URL
+        // (`exa%20mple.com`).
         let authority = port.map { "\(host):\($0)" } ?? host
-        return URL(string: "\(scheme)://\(authority)\(path)/api/\(projectID)/envelope/")!
+        guard let endpoint = URL(string: "\(scheme)://\(authority)\(path)/api/\(projectID)/envelope/") else {
+            throw fail("its host or path does not form a valid envelope URL")
+        }
+        envelopeEndpoint = endpoint
     }
 
     /// The organisation ID encoded in SaaS hosts such as `o7.ingest.us.sentry.io`, for the sampling context.
