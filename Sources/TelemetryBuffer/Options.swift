@@ -100,5 +100,16 @@ public struct Options: Sendable {
                   "must be more than 0 and at most 1, not \(tracesSampleRate)")
         try check(!sdkName.isEmpty, "sdkName", "must not be empty")
         try check(!sdkVersion.isEmpty, "sdkVersion", "must not be empty")
+        // NaN fails every comparison, so each check also refuses it.
+        let upload = uploadOptions
+        try check(upload.pacing >= 0 && upload.pacing.isFinite, "uploadOptions.pacing",
+                  "must be 0 or more seconds, not \(upload.pacing)")
+        try check(upload.backoffBase > 0 && upload.backoffBase.isFinite, "uploadOptions.backoffBase",
+                  "must be more than 0 seconds, not \(upload.backoffBase)")
+        try check(upload.maxAttempts >= 1, "uploadOptions.maxAttempts", "must be at least 1, not \(upload.maxAttempts)")
+        try check(upload.coolOff >= 0 && upload.coolOff.isFinite, "uploadOptions.coolOff",
+                  "must be 0 or more seconds, not \(upload.coolOff)")
+        try check(upload.requestTimeout > 0 && upload.requestTimeout.isFinite, "uploadOptions.requestTimeout",
+                  "must be more than 0 seconds, not \(upload.requestTimeout)")
     }
 }

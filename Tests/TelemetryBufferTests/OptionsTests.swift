@@ -32,6 +32,13 @@ final class OptionsTests: XCTestCase {
         assertInvalid("tracesSampleRate") { $0.tracesSampleRate = 0 }
         assertInvalid("sdkName") { $0.sdkName = "" }
         assertInvalid("ioSyncInterval") { $0.ioSyncInterval = 0 }
+        // A NaN backoff made the uploader retry without waiting.
+        assertInvalid("uploadOptions.pacing") { $0.uploadOptions.pacing = -0.1 }
+        assertInvalid("uploadOptions.backoffBase") { $0.uploadOptions.backoffBase = .nan }
+        assertInvalid("uploadOptions.backoffBase") { $0.uploadOptions.backoffBase = 0 }
+        assertInvalid("uploadOptions.maxAttempts") { $0.uploadOptions.maxAttempts = 0 }
+        assertInvalid("uploadOptions.coolOff") { $0.uploadOptions.coolOff = .infinity }
+        assertInvalid("uploadOptions.requestTimeout") { $0.uploadOptions.requestTimeout = 0 }
     }
 
     func testTheLimitsThemselvesAreAccepted() throws {
