@@ -99,7 +99,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["l0", "l1", "l2", "s0"])
     }
 
-    /// Files an interrupted start had claimed are recovered together with this start's own, in order.
+    /// Recovery reads what a file's header says matters, and never past the file's end.
     func testAFileIsReadNoFurtherThanItsHeaderSays() throws {
         let path = directory.url.path + "/file"
         let bytes = (0..<100).map { UInt8($0) }
@@ -121,6 +121,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(file.records, 32..<32 + list.records.count)
     }
 
+    /// A corrupt committed length is not trusted: the list is read to its end and salvaged.
     func testAListWhoseCommittedLengthIsCorruptIsReadToItsEnd() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         // Two lists of three records each, whose headers then claim more than their files hold: a little
@@ -138,6 +139,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(Set(try logBodies(in: buffer.envelopesDirectory)), ["a1", "b1", "c1", "a2", "b2", "c2"])
     }
 
+    /// Names the buffer could have written but with numbers it never writes are not its files.
     func testNamesWithNumbersTheBufferNeverWritesAreLeftAlone() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         // A staged envelope and a claimed file numbered at their type's maximum: the next number after
@@ -157,6 +159,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(Set(left.filter { $0.contains("9223372036854775807") || $0.contains("18446744073709551615") }), Set(strays))
     }
 
+    /// Files an interrupted start had claimed are recovered together with this start's own, in order.
     func testFilesClaimedByAnInterruptedStartAreRecoveredToo() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let older = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/recovering-0-crash-safe-list-1", size: 4096 + 32),

@@ -174,7 +174,7 @@ final class UploadTests: XCTestCase {
         let server = try server { request, _ in
             String(decoding: request.body, as: UTF8.self).contains("\"type\":\"log\"")
                 // The longest limit wins: 1e20 s, past any deadline (it crashed the uploader once).
-                ? .respond(429, headers: ["X-Sentry-Rate-Limits": "60:log_item:key, 1e20:log_item:org, 2700:unknown_category:organization"])
+                ? .respond(429, headers: ["X-Sentry-Rate-Limits": "60:log_item:key, 1e20:log_item:organization, 2700:unknown_category:organization"])
                 : .respond(200)
         }
         defer { server.stop() }
