@@ -100,6 +100,10 @@ public struct Options: Sendable {
                   "must be more than 0 and at most 1, not \(tracesSampleRate)")
         try check(!sdkName.isEmpty, "sdkName", "must not be empty")
         try check(!sdkVersion.isEmpty, "sdkVersion", "must not be empty")
+        for (name, value) in [("sdkName", sdkName), ("sdkVersion", sdkVersion)] {
+            try check(DSN.fitsAuthHeader(value), name,
+                      "must not contain control characters, spaces or commas (it goes into X-Sentry-Auth)")
+        }
         // NaN fails every comparison, so each check also refuses it.
         let upload = uploadOptions
         try check(upload.pacing >= 0 && upload.pacing.isFinite, "uploadOptions.pacing",

@@ -31,6 +31,8 @@ final class OptionsTests: XCTestCase {
         assertInvalid("maxEnvelopeAge") { $0.maxEnvelopeAge = 0 }
         assertInvalid("tracesSampleRate") { $0.tracesSampleRate = 0 }
         assertInvalid("sdkName") { $0.sdkName = "" }
+        assertInvalid("sdkName") { $0.sdkName = "my sdk" }
+        assertInvalid("sdkVersion") { $0.sdkVersion = "1.0\r\nX-Injected: 1" }
         assertInvalid("ioSyncInterval") { $0.ioSyncInterval = 0 }
         // A NaN backoff made the uploader retry without waiting.
         assertInvalid("uploadOptions.pacing") { $0.uploadOptions.pacing = -0.1 }

@@ -67,6 +67,7 @@ final class DSNTests: XCTestCase {
             "": "empty", "not a url": "scheme", "ftp://k@h/1": "scheme", "https://h/1": "public key",
             "https://k@h": "project ID", "https://k@h/": "project ID", "https://k@h/1?x=y": "query",
             "https://k@/1": "host", "https://k@exa%20mple.com/1": "envelope URL",
+            "https://k%0D%0AX:1@h/1": "keys", "https://k:s%20t@h/1": "keys", "https://k,1@h/1": "keys",
         ]
         for (text, reason) in cases {
             XCTAssertThrowsError(try DSN(text), text) { error in

@@ -32,6 +32,9 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
         guard let publicKey = components.user, !publicKey.isEmpty else {
             throw fail("the public key (the part before '@') is missing")
         }
+        guard Self.fitsAuthHeader(publicKey), components.password.map(Self.fitsAuthHeader) ?? true else {
+            throw fail("the keys must not contain control characters, spaces or commas")
+        }
         guard let host = components.host, !host.isEmpty else { throw fail("the host is missing") }
         guard components.query == nil, components.fragment == nil else {
             throw fail("it must not have a query or fragment")
@@ -56,6 +59,13 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
             throw fail("its host or path does not form a valid envelope URL")
         }
         envelopeEndpoint = endpoint
+    }
+
+    /// Whether `text` can be a value in the `X-Sentry-Auth` header: no control characters, spaces or commas.
+    /// With one the header would be corrupt, or, with a line break, dropped whole by URLSession on Linux,
+    /// so every request would go without credentials.
+    static func fitsAuthHeader(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F && $0 != "," }
     }
 
     /// The organisation ID encoded in SaaS hosts such as `o7.ingest.us.sentry.io`, for the sampling context.
