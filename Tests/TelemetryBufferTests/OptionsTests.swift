@@ -32,6 +32,7 @@ final class OptionsTests: XCTestCase {
         assertInvalid("tracesSampleRate") { $0.tracesSampleRate = 0 }
         assertInvalid("sdkName") { $0.sdkName = "" }
         assertInvalid("sdkName") { $0.sdkName = "my sdk" }
+        assertInvalid("sdkName") { $0.sdkName = "sdk\u{85}" }
         assertInvalid("sdkVersion") { $0.sdkVersion = "1.0\r\nX-Injected: 1" }
         assertInvalid("ioSyncInterval") { $0.ioSyncInterval = 0 }
         // A NaN backoff made the uploader retry without waiting.

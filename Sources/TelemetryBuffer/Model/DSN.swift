@@ -65,7 +65,9 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
     /// With one the header would be corrupt, or, with a line break, dropped whole by URLSession on Linux,
     /// so every request would go without credentials.
     static func fitsAuthHeader(_ text: String) -> Bool {
-        text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F && $0 != "," }
+        text.unicodeScalars.allSatisfy {
+            $0.properties.generalCategory != .control && !$0.properties.isWhitespace && $0 != ","
+        }
     }
 
     /// The organisation ID encoded in SaaS hosts such as `o7.ingest.us.sentry.io`, for the sampling context.
