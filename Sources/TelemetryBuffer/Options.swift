@@ -102,7 +102,7 @@ public struct Options: Sendable {
         try check(!sdkVersion.isEmpty, "sdkVersion", "must not be empty")
         for (name, value) in [("sdkName", sdkName), ("sdkVersion", sdkVersion)] {
             try check(DSN.fitsAuthHeader(value), name,
-                      "must not contain control characters, spaces or commas (it goes into X-Sentry-Auth)")
+                      "must not contain control characters, whitespace or commas (it goes into X-Sentry-Auth)")
         }
         // NaN fails every comparison, so each check also refuses it.
         let upload = uploadOptions

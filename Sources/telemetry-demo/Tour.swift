@@ -27,6 +27,10 @@ enum Tour {
                                 attributes: ["order.index": .integer(Int64(index)), "order.express": .boolean(index % 2 == 0)]))
         }
         print("added 45 logs (maxLogsPerBatch 20: two batches forwarded on their own)")
+        // The second of those forwards runs on the background queue while the spans below are added, and
+        // could take the first span with it, apart from its trace; flushing first keeps the trace together.
+        buffer.flush()
+        print("flush() returned: the last 5 logs are on disk too")
         let request = SpanID.random()
         buffer.add(span: Span(traceID: trace, spanID: request, parentSpanID: checkout, name: "GET /cart",
                               status: .error, isSegment: false, startTimestamp: start, endTimestamp: Date(),

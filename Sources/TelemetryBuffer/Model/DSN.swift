@@ -33,7 +33,7 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
             throw fail("the public key (the part before '@') is missing")
         }
         guard Self.fitsAuthHeader(publicKey), components.password.map(Self.fitsAuthHeader) ?? true else {
-            throw fail("the keys must not contain control characters, spaces or commas")
+            throw fail("the keys must not contain control characters, whitespace or commas")
         }
         guard let host = components.host, !host.isEmpty else { throw fail("the host is missing") }
         guard components.query == nil, components.fragment == nil else {
@@ -61,9 +61,9 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
         envelopeEndpoint = endpoint
     }
 
-    /// Whether `text` can be a value in the `X-Sentry-Auth` header: no control characters, spaces or commas.
-    /// With one the header would be corrupt, or, with a line break, dropped whole by URLSession on Linux,
-    /// so every request would go without credentials.
+    /// Whether `text` can be a value in the `X-Sentry-Auth` header: no control characters, whitespace or
+    /// commas. With one the header would be corrupt, or, with a line break, dropped whole by URLSession on
+    /// Linux, so every request would go without credentials.
     static func fitsAuthHeader(_ text: String) -> Bool {
         text.unicodeScalars.allSatisfy {
             $0.properties.generalCategory != .control && !$0.properties.isWhitespace && $0 != ","
