@@ -28,20 +28,34 @@ enum Crash {
         let count = try arguments.integer("after", default: 100)
         let trace = TraceID.random()
         for seq in 0..<count {
-            var held = true
+            var dropped: [String] = []
             for buffer in buffers {
-                held = buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace)) && held
+                if !buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace)) { dropped.append("log") }
                 if arguments.flag("spans") {
                     let now = Date()
-                    held = buffer.add(span: Span(traceID: trace, spanID: .random(), name: "item \(seq)", isSegment: false,
-                                                 startTimestamp: now, endTimestamp: now)) && held
+                    if !buffer.add(span: Span(traceID: trace, spanID: .random(), name: "item \(seq)", isSegment: false,
+                                              startTimestamp: now, endTimestamp: now)) { dropped.append("span") }
                 }
             }
-            FileHandle.standardOutput.write(Data((held ? "ack \(seq)\n" : "drop \(seq)\n").utf8))
+            // Unbuffered, and in `stress`'s form: `ack <seq>`, or `drop <seq>` and what was dropped.
+            let line = dropped.isEmpty ? "ack \(seq)\n" : "drop \(seq) \(dropped.joined(separator: " "))\n"
+            FileHandle.standardOutput.write(Data(line.utf8))
         }
+        if arguments.flag("when-held") { try awaitHeldFailpoint() }
+        usleep(useconds_t(try arguments.integer("linger-us", default: 0)))
         FileHandle.standardError.write(Data("telemetry-demo: crashing (\(kind)), buffer folder \(directory.path)\n".utf8))
         die(kind)
         withExtendedLifetime(buffers) {}
+    }
+
+    /// Waits until a failpoint armed with `hold` has stopped a background thread at its step (it creates
+    /// the file `TELEMETRY_BUFFER_FAILPOINT_HELD` names), so the crash lands while that step is held.
+    private static func awaitHeldFailpoint() throws {
+        guard let path = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] else {
+            throw DemoError("--when-held needs TELEMETRY_BUFFER_FAILPOINT_HELD")
+        }
+        for _ in 0..<2000 where !FileManager.default.fileExists(atPath: path) { usleep(10_000) }
+        guard FileManager.default.fileExists(atPath: path) else { throw DemoError("the failpoint was never held") }
     }
 
     /// A value the optimizer cannot see through (always 0).

@@ -112,13 +112,25 @@ enum Demo {
         return candidates[0].appendingPathComponent("telemetry-demo")
     }
 
-    /// Runs the demo; with `killAfter` µs, sends SIGKILL then. Status is `-signal` for a signal death.
-    static func run(_ arguments: [String], killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
+    /// A child that outlived its deadline: it was killed, and this says what it printed.
+    struct Timeout: Error, CustomStringConvertible {
+        var arguments: [String]
+        var output: String
+        var errors: String
+        var description: String { "telemetry-demo \(arguments.joined(separator: " ")) hung; stdout: \(output.suffix(2000)) stderr: \(errors.suffix(2000))" }
+    }
+
+    /// Runs the demo; with `killAfter` µs, sends SIGKILL then. With `failpoint`, arms that step with
+    /// `action` (a `hold` creates the file `held` names when reached). Status is `-signal` for a signal
+    /// death. A child still running after `deadline` seconds is killed and `Timeout` thrown.
+    static func run(_ arguments: [String], killAfter: useconds_t? = nil, failpoint: Failpoint? = nil,
+                    action: Failpoint.Action = .kill, held: URL? = nil, deadline: TimeInterval = 120) throws -> Run {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
-        environment["TELEMETRY_BUFFER_FAILPOINT"] = failpoint?.rawValue
+        environment["TELEMETRY_BUFFER_FAILPOINT"] = failpoint.map { "\($0.rawValue):\(action.rawValue)" }
+        environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] = held?.path
         process.environment = environment
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
@@ -134,17 +146,24 @@ enum Demo {
                 drained.leave()
             }
         }
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
         try process.run()
         if let killAfter {
             usleep(killAfter)
             kill(process.processIdentifier, SIGKILL)
         }
-        process.waitUntilExit()
+        let inTime = exited.wait(timeout: .now() + deadline) == .success
+        if !inTime {
+            kill(process.processIdentifier, SIGKILL)
+            exited.wait()
+        }
         drained.wait()
-        let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
         let data = collected.withLock { $0 }
-        return Run(status: status, output: String(decoding: data.output, as: UTF8.self),
-                   errors: String(decoding: data.errors, as: UTF8.self))
+        let (stdout, stderr) = (String(decoding: data.output, as: UTF8.self), String(decoding: data.errors, as: UTF8.self))
+        guard inTime else { throw Timeout(arguments: arguments, output: stdout, errors: stderr) }
+        let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
+        return Run(status: status, output: stdout, errors: stderr)
     }
 
     static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool,

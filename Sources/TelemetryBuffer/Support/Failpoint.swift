@@ -7,11 +7,14 @@ import Glibc
 import Musl
 #endif
 
-/// Named steps of publishing and recovery where the kill tests stop a process, or make a step fail.
+/// Named steps of publishing and recovery where the kill and crash tests stop a process, or make a step fail.
 ///
-/// With `TELEMETRY_BUFFER_FAILPOINT=<name>` in its environment, a process kills itself with SIGKILL the
-/// first time it reaches that step (`hit()`), or that step fails each time (`failIfArmed`); without it,
-/// each step costs one comparison with `nil`. They are on background paths only, never in `add`.
+/// `TELEMETRY_BUFFER_FAILPOINT=<name>[:<action>]` arms one step. The first time a thread reaches it
+/// (`hit()`) the process is killed with SIGKILL (no action, or `kill`), the thread crashes with a real
+/// null-pointer write (`segv`: the crash handler runs in the middle of the step), or the thread stops there
+/// for good after creating the file named by `TELEMETRY_BUFFER_FAILPOINT_HELD` (`hold`: another thread
+/// can crash while the step is held). `failIfArmed` makes its step fail each time instead. Without the
+/// variable, each step costs one comparison with `nil`. They are on background paths only, never in `add`.
 enum Failpoint: String, CaseIterable, Sendable {
     /// A buffer file (a list, `flushing`, `recovered`) is marked `publishing`; no envelope is staged yet.
     case publishMarked = "publish.marked"
@@ -40,17 +43,37 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// deferred sync, a FileStreamCache's publication after its marker says `captured`.
     case syncFails = "sync.fails"
 
-    private static let armed = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"]
+    /// What an armed step does when reached.
+    enum Action: String, Sendable {
+        case kill, segv, hold
+    }
 
-    /// Kills the process here if this failpoint is armed.
+    private static let armed: (step: String, action: Action)? = {
+        guard let value = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"] else { return nil }
+        let parts = value.split(separator: ":", maxSplits: 1).map(String.init)
+        return (parts.first ?? "", parts.count > 1 ? Action(rawValue: parts[1]) ?? .kill : .kill)
+    }()
+
+    /// Kills, crashes or holds the calling thread here if this failpoint is armed (see the type's doc).
     func hit() {
-        guard let armed = Self.armed, armed == rawValue else { return }
-        kill(getpid(), SIGKILL)
+        guard let armed = Self.armed, armed.step == rawValue else { return }
+        switch armed.action {
+        case .kill:
+            kill(getpid(), SIGKILL)
+        case .segv:
+            // A real fault on this thread, not a signal sent to the process.
+            UnsafeMutablePointer<Int>(bitPattern: Int(getpid() < 0 ? 16 : 8))!.pointee = 42
+        case .hold:
+            if let path = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] {
+                close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600))
+            }
+            while true { sleep(60) }
+        }
     }
 
     /// Throws an I/O error (`EIO`) for `path` if this failpoint is armed.
     func failIfArmed(_ operation: String, _ path: String) throws {
-        guard let armed = Self.armed, armed == rawValue else { return }
+        guard let armed = Self.armed, armed.step == rawValue else { return }
         throw TelemetryBufferError.fileSystem(operation: operation, path: path, errno: EIO)
     }
 }

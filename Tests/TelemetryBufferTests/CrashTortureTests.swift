@@ -1,0 +1,60 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// Crashes that overlap forwards: real child processes (`telemetry-demo crash`) add logs and spans across
+/// several batches and die by a real signal (or SIGKILL) at a random moment, or at a chosen step of a
+/// forward; a fresh process recovers. Every acknowledged item must arrive exactly once (FlushAll may lose
+/// what it held in memory on SIGKILL, never duplicate it).
+///
+/// `TB_CRASH_RUNS` sets the random runs per strategy (default 30).
+final class CrashTortureTests: XCTestCase {
+    private static let runs = Int(ProcessInfo.processInfo.environment["TB_CRASH_RUNS"] ?? "") ?? 30
+    private static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "bus", "thread", "kill"]
+
+    func testCrashesAtRandomMomentsAcrossForwardsDeliverEveryAcknowledgedItemExactlyOnce() throws {
+        var generator = SystemRandomNumberGenerator()
+        for strategy in Options.Strategy.allCases {
+            for run in 0..<Self.runs {
+                let folder = try TemporaryDirectory()
+                defer { folder.remove() }
+                let kind = Self.kinds[run % Self.kinds.count]
+                let count = Int.random(in: 1...3000, using: &generator)
+                let linger = Int.random(in: 0...3000, using: &generator)
+                let label = "\(strategy) run \(run): \(kind) after \(count) items, \(linger) µs later"
+                let crash = try Demo.run(["crash", "--kind", kind, "--dir", folder.url.path, "--strategy", strategy.rawValue,
+                                          "--after", String(count), "--linger-us", String(linger), "--spans",
+                                          "--max-envelopes", "1000000"])
+                XCTAssertTrue(crash.status < 0, "\(label): died with status \(crash.status): \(crash.errors.suffix(500))")
+                let recovery = try Demo.recover(folder, strategy)
+                XCTAssertEqual(recovery.status, 0, recovery.errors)
+                try assertDelivered(crash, in: folder, spans: true, crashSafe: strategy != .flushAll || kind != "kill", label)
+            }
+        }
+    }
+
+    /// The forwarding thread crashes (a real SIGSEGV) at each step of a forward, so the handler runs in
+    /// the middle of it; and the main thread crashes while the forward is held at that step.
+    func testACrashAtEveryStepOfAForward() throws {
+        let steps: [Failpoint] = [.publishMarked, .publishStaged, .publishCaptured, .publishEmptied, .moveOne]
+        for strategy in Options.Strategy.allCases {
+            for step in steps + (strategy == .doubleRotatingBuffer ? [.publishUnsynced] : []) {
+                for action in [Failpoint.Action.segv, .hold] {
+                    let folder = try TemporaryDirectory()
+                    defer { folder.remove() }
+                    let label = "\(strategy) \(step) \(action)"
+                    let held = folder.url.appendingPathComponent("held")
+                    let crash = try Demo.run(["crash", "--kind", action == .hold ? "abort" : "segv", "--dir", folder.url.path,
+                                              "--strategy", strategy.rawValue, "--after", "500", "--spans",
+                                              "--max-envelopes", "1000000"] + (action == .hold ? ["--when-held"] : []),
+                                             failpoint: step, action: action, held: held)
+                    XCTAssertEqual(crash.status, action == .hold ? -SIGABRT : -SIGSEGV, "\(label): \(crash.errors.suffix(800))")
+                    XCTAssertFalse(crash.errors.contains("never held"), "\(label): the step was never reached")
+                    let recovery = try Demo.recover(folder, strategy)
+                    XCTAssertEqual(recovery.status, 0, recovery.errors)
+                    try assertDelivered(crash, in: folder, spans: true, crashSafe: true, label)
+                }
+            }
+        }
+    }
+}

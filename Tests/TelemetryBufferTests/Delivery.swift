@@ -1,0 +1,46 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+extension XCTestCase {
+    /// Checks what a `stress` or `crash` child acknowledged against the envelopes a recovery left: every
+    /// acknowledged item delivered (when `crashSafe`) and, unless `atLeastOnce`, none twice; nothing dropped
+    /// or never added delivered; no staged file left behind.
+    func assertDelivered(_ stress: Demo.Run, in folder: TemporaryDirectory, spans: Bool, crashSafe: Bool,
+                         atLeastOnce: Bool = false, _ label: String,
+                         file: StaticString = #filePath, line: UInt = #line) throws {
+        // Every seq is printed once, in order: `ack <seq>`, or `drop <seq> <kinds dropped>`.
+        let lines = stress.lines.map { $0.split(separator: " ").map(String.init) }
+        let seqs = lines.compactMap { $0.count >= 2 ? Int($0[1]) : nil }
+        XCTAssertTrue(seqs == Array(0..<seqs.count), "\(label): seqs printed out of order", file: file, line: line)
+        // The item after the last one printed may be held, killed before its line was printed.
+        let attempted = seqs.count + 1
+        let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
+        let walked = try walkEnvelopes(in: envelopes)
+        var kinds = [("log", try logBodies(in: envelopes))]
+        if spans {
+            kinds.append(("span", walked.flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
+                .compactMap { $0["name"] as? String }))
+        }
+        for (kind, names) in kinds {
+            let dropped = Set(lines.filter { $0.first == "drop" && $0.contains(kind) }.map { Int($0[1])! })
+            let acked = Set(seqs).subtracting(dropped)
+            let delivered = names.compactMap { Int($0.dropFirst(5)) }
+            XCTAssertEqual(delivered.count, names.count, "\(label): malformed \(kind) names", file: file, line: line)
+            if !atLeastOnce {
+                XCTAssertEqual(delivered.count, Set(delivered).count, "\(label): a \(kind) was delivered twice", file: file, line: line)
+            }
+            XCTAssertTrue(delivered.allSatisfy { $0 < attempted }, "\(label): a \(kind) never added", file: file, line: line)
+            XCTAssertTrue(dropped.isDisjoint(with: delivered), "\(label): a dropped \(kind) was delivered", file: file, line: line)
+            if crashSafe {
+                let missing = acked.subtracting(delivered)
+                XCTAssertTrue(missing.isEmpty, "\(label): \(missing.count) acknowledged \(kind)s lost, e.g. \(missing.sorted().prefix(5))",
+                              file: file, line: line)
+            }
+        }
+        let leftovers = try FileManager.default.contentsOfDirectory(
+            atPath: folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer").path)
+        XCTAssertFalse(leftovers.contains { $0.hasPrefix("envelope-") || $0 == "recovered" || $0 == "flushing" },
+                       "\(label): staged files left after a clean recovery: \(leftovers)", file: file, line: line)
+    }
+}
