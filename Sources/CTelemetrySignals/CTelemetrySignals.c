@@ -1,6 +1,6 @@
 // The crash handler. Everything reachable from `handle` is async-signal-safe: it reads state prepared
-// in advance (lock-free), calls only open/write/fsync/close/rename (their *at forms on prepared folder
-// descriptors), clock_gettime, sigaction and raise, and allocates nothing.
+// in advance (lock-free, atomics only), calls only open/write/fsync/close/rename/unlink (their *at forms on
+// prepared folder descriptors), nanosleep, sigaction and raise, and allocates nothing.
 #include "CTelemetrySignals.h"
 
 #include <errno.h>
@@ -15,20 +15,33 @@
 
 // MARK: State
 
-enum { SIGNAL_COUNT = 8, FATAL_COUNT = 7, HEADER = 32, RECORD_HEADER = 25, CATEGORY_LOG = 1, CATEGORY_SPAN = 2 };
+enum { SIGNAL_COUNT = 8, FATAL_COUNT = 7, HEADER = 32, COMMITTED_OFFSET = 16, MARKER_OFFSET = 24 };
 static const int signals_handled[SIGNAL_COUNT] = { SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS, SIGTERM };
 static struct sigaction previous_actions[SIGNAL_COUNT];
 static int installed[SIGNAL_COUNT];
 
 typedef struct slot {
-    int state;  // 0 free, 1 being filled, 2 ready
+    int state;    // 0 free, 1 being filled, 2 ready
+    int readers;  // handlers reading the target now
     tb_crash_target target;
 } slot;
 static slot slots[TB_CRASH_MAX_TARGETS];
 
 static int handling;           // 0 idle, 1 writing, 2 written
-static pthread_t writer;       // the thread writing, valid while handling == 1
-static unsigned envelope_counter;
+static pthread_t writer;       // the thread writing, valid while handling != 0
+
+int tb_forked_child;
+
+static const char *test_pause_path;
+static int test_pause_ms;
+
+// What the writing handler did, so that it can be undone if the process survives the signal.
+typedef struct undo {
+    int directory_fd;
+    const char *names[2];
+    uint64_t *claimed[2];
+} undo;
+static undo undos[TB_CRASH_MAX_TARGETS];
 
 // MARK: Small async-signal-safe helpers
 
@@ -46,39 +59,16 @@ static int write_all(int fd, const void *bytes, size_t count) {
     return 0;
 }
 
-static size_t text_length(const char *text) {
-    size_t length = 0;
-    while (text[length] != 0) length++;
-    return length;
-}
-
-static int write_text(int fd, const char *text) { return write_all(fd, text, text_length(text)); }
-
-static int write_decimal(int fd, uint64_t value) {
-    char reversed[20], digits[20];
-    size_t count = 0;
-    do {
-        reversed[count++] = (char)('0' + value % 10);
-        value /= 10;
-    } while (value != 0);
-    for (size_t index = 0; index < count; index++) digits[index] = reversed[count - 1 - index];
-    return write_all(fd, digits, count);
-}
-
-static int same_bytes(const uint8_t *first, const uint8_t *second, size_t count) {
-    for (size_t index = 0; index < count; index++) {
-        if (first[index] != second[index]) return 0;
-    }
-    return 1;
-}
-
-static uint32_t load_u32(const uint8_t *bytes) {
-    return (uint32_t)bytes[0] | (uint32_t)bytes[1] << 8 | (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24;
-}
-
 static uint64_t committed_length(const uint8_t *region, size_t size) {
-    uint64_t committed = tb_load_acquire_u64((const uint64_t *)(region + 16));
+    uint64_t committed = tb_load_acquire_u64((const uint64_t *)(region + COMMITTED_OFFSET));
     return committed > size - HEADER ? size - HEADER : committed;
+}
+
+static uint64_t *marker_word(uint8_t *region) { return (uint64_t *)(region + MARKER_OFFSET); }
+
+/// Sets the claim byte; returns the marker as it was.
+static uint64_t claim(uint64_t *word) {
+    return __atomic_fetch_or(word, TB_MARKER_CLAIMED, __ATOMIC_SEQ_CST);
 }
 
 /// `.<name>.tmp` into `temporary` (TB_CRASH_NAME_SIZE + 8 bytes).
@@ -91,201 +81,96 @@ static void temporary_name(const char *name, char *temporary) {
     temporary[length] = 0;
 }
 
-/// Makes a file written under its temporary name durable and gives it its name.
-static void publish_file(int directory, int fd, const char *temporary, const char *name) {
-    fsync(fd);
-    close(fd);
-    renameat(directory, temporary, directory, name);
+static void pause_for_test(void) {
+    if (test_pause_path == NULL) return;
+    int fd = open(test_pause_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+    struct timespec pause = { test_pause_ms / 1000, (long)(test_pause_ms % 1000) * 1000000L };
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
 }
 
-// MARK: Regions verbatim (DoubleRotatingBuffer: detected-termination-x)
+// MARK: DoubleRotatingBuffer: sync the mapped lists
 
-static void write_regions(const tb_crash_target *target) {
+static void sync_files(const tb_crash_target *target) {
+    for (int index = 0; index < 2; index++) {
+        if (target->file_fds[index] >= 0) fsync(target->file_fds[index]);
+    }
+}
+
+// MARK: FlushAll: claim the regions, write them verbatim (detected-termination-x)
+
+static void write_regions(const tb_crash_target *target, undo *done) {
+    uint8_t headers[2][HEADER];
+    for (int index = 0; index < 2; index++) {
+        uint8_t *region = target->regions[index];
+        if (region == NULL || target->region_sizes[index] < HEADER) continue;
+        // From here the forward cannot commit or reset this region; the marker read is the one that counts.
+        uint64_t marker = claim(marker_word(region));
+        done->claimed[index] = marker_word(region);
+        for (int byte = 0; byte < HEADER; byte++) headers[index][byte] = region[byte];
+        for (int byte = 0; byte < 8; byte++) headers[index][MARKER_OFFSET + byte] = (uint8_t)(marker >> (8 * byte));
+        headers[index][HEADER - 1] = 0;  // the claim byte
+    }
+    // An append that did not see the claim finishes before the records are read (at most 1 s: the
+    // appending thread may be this one, stopped by the crash).
+    if (target->appending != NULL) {
+        struct timespec pause = { 0, 100000 };
+        for (int waited = 0; waited < 10000 && __atomic_load_n(target->appending, __ATOMIC_SEQ_CST) != 0; waited++) nanosleep(&pause, NULL);
+    }
     for (int index = 0; index < 2; index++) {
         const uint8_t *region = target->regions[index];
-        if (region == NULL || target->names[index] == NULL || target->region_sizes[index] < HEADER) continue;
+        if (done->claimed[index] == NULL || target->names[index] == NULL) continue;
         uint64_t committed = committed_length(region, target->region_sizes[index]);
         if (committed == 0) continue;
+        for (int byte = 0; byte < 8; byte++) headers[index][COMMITTED_OFFSET + byte] = (uint8_t)(committed >> (8 * byte));
         char temporary[TB_CRASH_NAME_SIZE + 8];
         temporary_name(target->names[index], temporary);
-        int fd = openat(target->directory_fd, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int fd = openat(target->directory_fd, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) continue;
-        if (write_all(fd, region, HEADER + committed) != 0) {
+        if (write_all(fd, headers[index], HEADER) != 0 || write_all(fd, region + HEADER, committed) != 0) {
             close(fd);
+            unlinkat(target->directory_fd, temporary, 0);
             continue;
         }
-        publish_file(target->directory_fd, fd, temporary, target->names[index]);
-    }
-    fsync(target->directory_fd);
-}
-
-// MARK: Records as envelopes (FlushAll)
-
-typedef struct snapshot {
-    const uint8_t *records[2];
-    size_t committed[2];
-} snapshot;
-
-typedef struct cursor {
-    int region;
-    size_t offset;
-} cursor;
-
-/// Finds the next record of `category` from `at`: sets its payload, moves `at` past it, and (if `found`
-/// is given) stores where it starts. A record that does not fit ends its region.
-static int next_record(const snapshot *records, cursor *at, uint8_t category, const uint8_t **payload,
-                       size_t *length, cursor *found) {
-    while (at->region < 2) {
-        const uint8_t *base = records->records[at->region];
-        size_t end = records->committed[at->region];
-        if (base == NULL || end < RECORD_HEADER || at->offset > end - RECORD_HEADER) {
-            at->region++;
-            at->offset = 0;
-            continue;
-        }
-        const uint8_t *record = base + at->offset;
-        size_t size = load_u32(record);
-        if (size == 0 || size > end - at->offset - RECORD_HEADER) {
-            at->region++;
-            at->offset = 0;
-            continue;
-        }
-        if (found != NULL) *found = *at;
-        at->offset += RECORD_HEADER + size;
-        if (record[8] == category) {
-            *payload = record + RECORD_HEADER;
-            *length = size;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/// Opens a new envelope file named `<µs since 1970, 16 digits>-000000-c<counter, 7 hex>.envelope`, the
-/// form (and age order) of the file transport's names.
-static int open_envelope(const tb_crash_target *target, char *name, char *temporary) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t micros = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
-    size_t length = 0;
-    for (int digit = 15; digit >= 0; digit--) {
-        uint64_t power = 1;
-        for (int step = 0; step < digit; step++) power *= 10;
-        name[length++] = (char)('0' + (micros / power) % 10);
-    }
-    const char *middle = "-000000-c";
-    for (size_t index = 0; middle[index] != 0; index++) name[length++] = middle[index];
-    unsigned counter = envelope_counter++;
-    for (int digit = 6; digit >= 0; digit--) name[length++] = "0123456789abcdef"[(counter >> (4 * digit)) & 0xF];
-    const char *extension = ".envelope";
-    for (size_t index = 0; extension[index] != 0; index++) name[length++] = extension[index];
-    name[length] = 0;
-    temporary_name(name, temporary);
-    return openat(target->directory_fd, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-}
-
-/// Writes one item of `count` payloads of `category` (of `trace`, for spans) from `from`:
-/// `{"type":…,"item_count":n,"content_type":…,"length":l}` LF `{"items":[p1,p2,…]}` LF.
-static int write_item(int fd, const snapshot *records, cursor from, uint8_t category, const uint8_t *trace,
-                      size_t count, size_t bytes) {
-    int failed = 0;
-    failed |= write_text(fd, category == CATEGORY_LOG ? "{\"type\":\"log\",\"item_count\":" : "{\"type\":\"span\",\"item_count\":");
-    failed |= write_decimal(fd, count);
-    failed |= write_text(fd, category == CATEGORY_LOG ? ",\"content_type\":\"application/vnd.sentry.items.log+json\",\"length\":"
-                                                      : ",\"content_type\":\"application/vnd.sentry.items.span.v2+json\",\"length\":");
-    failed |= write_decimal(fd, 12 + bytes + (count - 1));
-    failed |= write_text(fd, "}\n{\"items\":[");
-    const uint8_t *payload;
-    size_t length, written = 0;
-    while (written < count && next_record(records, &from, category, &payload, &length, NULL)) {
-        if (trace != NULL && !same_bytes(payload + 13, trace, 32)) continue;
-        if (written++ > 0) failed |= write_all(fd, ",", 1);
-        failed |= write_all(fd, payload, length);
-    }
-    failed |= write_text(fd, "]}\n");
-    return failed;
-}
-
-/// Whether `payload` is a span this library encoded: `{"trace_id":"` and 32 characters.
-static int is_span(const uint8_t *payload, size_t length) {
-    return length >= 46 && same_bytes(payload, (const uint8_t *)"{\"trace_id\":\"", 13) && payload[45] == '"';
-}
-
-static void write_envelopes(const tb_crash_target *target) {
-    snapshot records;
-    for (int index = 0; index < 2; index++) {
-        const uint8_t *region = target->regions[index];
-        int usable = region != NULL && target->region_sizes[index] >= HEADER;
-        records.records[index] = usable ? region + HEADER : NULL;
-        records.committed[index] = usable ? (size_t)committed_length(region, target->region_sizes[index]) : 0;
-    }
-    char name[TB_CRASH_NAME_SIZE], temporary[TB_CRASH_NAME_SIZE + 8];
-    const uint8_t *payload;
-    size_t length;
-
-    // Logs in order, max_logs to an envelope.
-    cursor next = { 0, 0 };
-    for (;;) {
-        cursor start = next;
-        size_t count = 0, bytes = 0;
-        while (count < (size_t)target->max_logs && next_record(&records, &next, CATEGORY_LOG, &payload, &length, NULL)) {
-            count++;
-            bytes += length;
-        }
-        if (count == 0) break;
-        int fd = open_envelope(target, name, temporary);
-        if (fd < 0) break;
-        int failed = write_all(fd, target->log_header, target->log_header_length);
-        failed |= write_item(fd, &records, start, CATEGORY_LOG, NULL, count, bytes);
-        if (failed) close(fd); else publish_file(target->directory_fd, fd, temporary, name);
-    }
-
-    // Spans: one envelope per trace (max_spans each), traces in order of first appearance.
-    cursor scan = { 0, 0 }, first;
-    while (next_record(&records, &scan, CATEGORY_SPAN, &payload, &length, &first)) {
-        if (!is_span(payload, length)) continue;
-        const uint8_t *trace = payload + 13;
-        cursor earlier = { 0, 0 }, at;
-        const uint8_t *other;
-        size_t other_length;
-        int seen = 0;
-        while (next_record(&records, &earlier, CATEGORY_SPAN, &other, &other_length, &at)
-               && (at.region != first.region || at.offset != first.offset)) {
-            if (is_span(other, other_length) && same_bytes(other + 13, trace, 32)) { seen = 1; break; }
-        }
-        if (seen) continue;
-        cursor from = first;
-        for (;;) {
-            cursor walk = from, end = from;
-            size_t count = 0, bytes = 0;
-            while (count < (size_t)target->max_spans && next_record(&records, &walk, CATEGORY_SPAN, &other, &other_length, NULL)) {
-                if (!is_span(other, other_length) || !same_bytes(other + 13, trace, 32)) continue;
-                count++;
-                bytes += other_length;
-                end = walk;
-            }
-            if (count == 0) break;
-            int fd = open_envelope(target, name, temporary);
-            if (fd < 0) break;
-            int failed = write_all(fd, target->span_header_prefix, target->span_header_prefix_length);
-            failed |= write_all(fd, trace, 32);
-            failed |= write_all(fd, target->span_header_suffix, target->span_header_suffix_length);
-            failed |= write_item(fd, &records, from, CATEGORY_SPAN, trace, count, bytes);
-            if (failed) close(fd); else publish_file(target->directory_fd, fd, temporary, name);
-            from = end;
+        fsync(fd);
+        close(fd);
+        if (renameat(target->directory_fd, temporary, target->directory_fd, target->names[index]) == 0) {
+            done->names[index] = target->names[index];
         }
     }
     fsync(target->directory_fd);
+    done->directory_fd = target->directory_fd;
 }
 
 // MARK: The handler
 
 static void write_targets(void) {
     for (int index = 0; index < TB_CRASH_MAX_TARGETS; index++) {
-        if (__atomic_load_n(&slots[index].state, __ATOMIC_ACQUIRE) != 2) continue;
-        tb_crash_target target = slots[index].target;
-        if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target);
-        else if (target.mode == TB_CRASH_WRITE_ENVELOPES) write_envelopes(&target);
+        undos[index] = (undo){ -1, { NULL, NULL }, { NULL, NULL } };
+        // Announce the read before checking the slot: `tb_crash_unregister` clears the slot, then waits
+        // for readers, so either this sees it cleared or it waits for this.
+        __atomic_add_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&slots[index].state, __ATOMIC_SEQ_CST) == 2) {
+            tb_crash_target target = slots[index].target;
+            pause_for_test();
+            if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
+            else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
+        }
+        __atomic_sub_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
+/// The process goes on after all: what the handler wrote would publish its items a second time, and its
+/// claims would stop every later forward. Remove the files, release the claims.
+static void undo_targets(void) {
+    for (int index = 0; index < TB_CRASH_MAX_TARGETS; index++) {
+        undo *done = &undos[index];
+        for (int region = 0; region < 2; region++) {
+            if (done->names[region] != NULL) unlinkat(done->directory_fd, done->names[region], 0);
+            if (done->claimed[region] != NULL) __atomic_fetch_and(done->claimed[region], ~TB_MARKER_CLAIMED, __ATOMIC_SEQ_CST);
+        }
+        if (done->directory_fd >= 0) fsync(done->directory_fd);
+        undos[index] = (undo){ -1, { NULL, NULL }, { NULL, NULL } };
     }
 }
 
@@ -296,31 +181,54 @@ static int signal_index(int signal) {
     return -1;
 }
 
-/// Hands the signal on as if we had never been there: the previous action is put back, then an
-/// SA_SIGINFO handler is called with the original info and context (so a backtracer sees the crash, not
-/// us), a plain handler is called, an ignored signal stays ignored, and a default action is taken by
-/// raising the signal again: the process dies of the original signal.
+static void handle(int signal, siginfo_t *info, void *context);
+
+static int install_one(int index) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = handle;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    return sigaction(signals_handled[index], &action, NULL);
+}
+
+/// Hands the signal on as if we had never been there: the previous action is put back, then a default
+/// action is taken by raising the signal again (the process dies of the original signal), an ignored
+/// signal stays ignored, an SA_SIGINFO handler is called with the original info and context (so a
+/// backtracer sees the crash, not us), and a plain handler is called. Returns if the process survives.
 static void chain(int signal, siginfo_t *info, void *context) {
     int index = signal_index(signal);
     if (index < 0) return;
     struct sigaction previous = previous_actions[index];
     sigaction(signal, &previous, NULL);
-    if (previous.sa_flags & SA_SIGINFO) {
-        if (previous.sa_sigaction != NULL) previous.sa_sigaction(signal, info, context);
-    } else if (previous.sa_handler == SIG_DFL) {
+    // sa_handler and sa_sigaction share storage: SIG_DFL and SIG_IGN are checked before SA_SIGINFO.
+    if (previous.sa_handler == SIG_DFL) {
         raise(signal);
-    } else if (previous.sa_handler != SIG_IGN) {
+    } else if (previous.sa_handler == SIG_IGN) {
+        // Nothing to call.
+    } else if (previous.sa_flags & SA_SIGINFO) {
+        previous.sa_sigaction(signal, info, context);
+    } else {
         previous.sa_handler(signal);
     }
+}
+
+/// Whether two actions call the same thing (sa_handler and sa_sigaction share storage).
+static int same_action(const struct sigaction *first, const struct sigaction *second) {
+    return first->sa_handler == second->sa_handler && (first->sa_flags & SA_SIGINFO) == (second->sa_flags & SA_SIGINFO);
 }
 
 static void handle(int signal, siginfo_t *info, void *context) {
     int saved_errno = errno;
     int expected = 0;
-    if (__atomic_compare_exchange_n(&handling, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    int wrote = 0;
+    if (tb_in_forked_child()) {
+        // The parent's folder and lists: not ours to write.
+    } else if (__atomic_compare_exchange_n(&handling, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         writer = pthread_self();
         write_targets();
         __atomic_store_n(&handling, 2, __ATOMIC_RELEASE);
+        wrote = 1;
     } else if (expected == 1 && !pthread_equal(writer, pthread_self())) {
         // Another thread is writing: let it finish (at most 2 s) before this one ends the process.
         struct timespec pause = { 0, 1000000 };
@@ -328,6 +236,21 @@ static void handle(int signal, siginfo_t *info, void *context) {
     }
     errno = saved_errno;
     chain(signal, info, context);
+    // The previous handler returned. If it changed the action (the Swift runtime's backtracer sets the
+    // default one), it expects the returning fault to happen again and end the process: leave everything
+    // as it is. Otherwise the process survives the signal: undo what was written, take the signal back.
+    int index = signal_index(signal);
+    struct sigaction now;
+    if (index < 0 || sigaction(signal, NULL, &now) != 0 || !same_action(&now, &previous_actions[index])) {
+        errno = saved_errno;
+        return;
+    }
+    if (wrote) {
+        undo_targets();
+        __atomic_store_n(&handling, 0, __ATOMIC_RELEASE);
+    }
+    if (installed[index]) install_one(index);
+    errno = saved_errno;
 }
 
 // MARK: Installation
@@ -355,12 +278,10 @@ int tb_crash_install(int signals) {
     for (int index = 0; index < SIGNAL_COUNT; index++) {
         int wanted = index < FATAL_COUNT ? (signals & TB_CRASH_SIGNALS_FATAL) : (signals & TB_CRASH_SIGNALS_TERM);
         if (!wanted || installed[index]) continue;
-        struct sigaction action;
-        memset(&action, 0, sizeof action);
-        action.sa_sigaction = handle;
-        action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-        sigemptyset(&action.sa_mask);
-        if (sigaction(signals_handled[index], &action, &previous_actions[index]) != 0) return errno;
+        if (sigaction(signals_handled[index], NULL, &previous_actions[index]) != 0) return errno;
+        // sa_handler shares storage with sa_sigaction: SIG_IGN whatever the flags say.
+        if (previous_actions[index].sa_handler == SIG_IGN) continue;
+        if (install_one(index) != 0) return errno;
         installed[index] = 1;
     }
     return 0;
@@ -392,5 +313,24 @@ int tb_crash_register(const tb_crash_target *target) {
 }
 
 void tb_crash_unregister(int slot) {
-    if (slot >= 0 && slot < TB_CRASH_MAX_TARGETS) __atomic_store_n(&slots[slot].state, 0, __ATOMIC_RELEASE);
+    if (slot < 0 || slot >= TB_CRASH_MAX_TARGETS) return;
+    __atomic_store_n(&slots[slot].state, 0, __ATOMIC_SEQ_CST);
+    // A handler on another thread may have taken the target a moment ago: the process is ending, or it
+    // survives and the handler is done within its writes.
+    struct timespec pause = { 0, 1000000 };
+    while (__atomic_load_n(&slots[slot].readers, __ATOMIC_SEQ_CST) != 0) nanosleep(&pause, NULL);
+}
+
+void tb_crash_test_pause(const char *path, int pause_ms) {
+    test_pause_ms = pause_ms;
+    __atomic_store_n(&test_pause_path, path, __ATOMIC_RELEASE);
+}
+
+static void mark_forked_child(void) { __atomic_store_n(&tb_forked_child, 1, __ATOMIC_RELAXED); }
+
+static void register_fork_hook(void) { pthread_atfork(NULL, NULL, mark_forked_child); }
+
+void tb_fork_guard_install(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_fork_hook);
 }

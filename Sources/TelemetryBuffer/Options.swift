@@ -5,7 +5,8 @@ public struct Options: Sendable {
     /// How the buffer keeps items between `add` and the envelope on disk.
     public enum Strategy: String, Sendable, CaseIterable {
         /// Items stay in memory, pre-serialized in one contiguous region, and are written as envelopes on
-        /// flush. A process death before the flush loses them (a crash handler is planned).
+        /// flush. A detected crash stores them exactly once (the crash handler writes them out, the next
+        /// start publishes them); a death nothing detects (SIGKILL) loses what was not yet forwarded.
         case flushAll
         /// Each item is appended to the file `cache` with a `write` on the calling thread; survives the
         /// death of the process. The spec forbids it on Apple and Android main threads.
@@ -50,7 +51,9 @@ public struct Options: Sendable {
     /// context (every span that reaches the buffer was sampled); in (0, 1].
     public var tracesSampleRate = 1.0
     /// Whether a crash (SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS) makes the process-wide
-    /// handler save this buffer's items before the signal goes on to the handlers installed before it.
+    /// handler save this buffer's items before the signal goes on to the handlers installed before it:
+    /// FlushAll's memory is written out, DoubleRotatingBuffer's mapped lists are synced. A signal the
+    /// process ignores is not hooked.
     public var crashDetection = true
     /// Whether SIGTERM counts as a detected termination too (items saved, then the previous action,
     /// by default the process ends). Off by default: many apps handle SIGTERM themselves.

@@ -61,6 +61,7 @@ public final class TelemetryBuffer: Sendable {
     ///   (a full disk fails here, never later).
     public init(options: Options) throws {
         try options.validate()
+        tb_fork_guard_install()
         let dsn = try DSN(options.dsn)
         try FileSystem.makeDirectory(options.cacheDirectory)
         directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
@@ -97,7 +98,7 @@ public final class TelemetryBuffer: Sendable {
         let claimed = try Recovery.claim(folder: folder)
         switch options.strategy {
         case .flushAll:
-            strategy = FlushAll(batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
+            strategy = FlushAll(folder: folder, batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
         case .fileStreamCache:
             strategy = try FileStreamCache(folder: folder, batcher: batcher, transport: transport,
                                            maxBatchBytes: options.maxBatchBytes)
@@ -106,17 +107,8 @@ public final class TelemetryBuffer: Sendable {
                                                 maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
         }
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
-        if options.crashDetection, let state = strategy.crashState {
-            let output: CrashPlan.Output, target: String
-            if state.asEnvelopes, let files {
-                (output, target) = (.envelopes(envelopes, maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch),
-                                    files.directory.path)
-            } else {
-                // Verbatim regions in the buffer folder: recovery turns them into envelopes for any transport.
-                (output, target) = (.regionFiles(names: folder.terminationNames(state.regions.count)), folder.path)
-            }
-            crash = try CrashRegistration(CrashPlan(regions: state.regions, directory: target, output: output),
-                                          handleSIGTERM: options.handleSIGTERM)
+        if options.crashDetection, let plan = strategy.crashPlan {
+            crash = try CrashRegistration(plan, handleSIGTERM: options.handleSIGTERM)
         } else {
             crash = nil
         }
@@ -176,6 +168,7 @@ public final class TelemetryBuffer: Sendable {
         // Items the app added but never flushed: forward them, keeping the strategy (and its crash
         // registration, which points into it) alive for it.
         LiveBuffers.release(ObjectIdentifier(self), directory: directory.path, finalForward: { [strategy, crash, folder] in
+            guard !Self.isForkedChild else { return }
             strategy.close()
             crash?.unregister()
             // Now, not when the last reference goes: a new buffer on this DSN is waiting for the folder.
@@ -216,6 +209,11 @@ public final class TelemetryBuffer: Sendable {
 
     @inline(__always)
     private func submit(_ category: ItemCategory, _ payload: UnsafeRawBufferPointer, traceID: TraceID?) -> Bool {
+        // A child of `fork()` shares the parent's lists and folder, but not its lock or its queues.
+        guard tb_in_forked_child() == 0 else {
+            reports.recordDrop(of: category, bytes: payload.count, reason: .internalSDKError)
+            return false
+        }
         if let refusal = limits.refusal(for: RateLimits.Category(category)) {
             reports.recordDrop(of: category, bytes: payload.count, reason: refusal)
             return false
@@ -250,6 +248,7 @@ public final class TelemetryBuffer: Sendable {
     /// - Returns: `true` if the forward finished in time; `false` if it is still running in the background.
     @discardableResult
     public func flush(timeout: TimeInterval) -> Bool {
+        guard !Self.isForkedChild else { return true }
         if isOnQueue {
             scheduler.forwardEverything()
             return true
@@ -267,6 +266,7 @@ public final class TelemetryBuffer: Sendable {
     /// next buffer on this DSN) and releases the DSN's folder, so a new buffer may open it. Calling it
     /// again does nothing more.
     public func close() {
+        guard !Self.isForkedChild else { return }
         onQueue {
             strategy.close()
             crash?.unregister()
@@ -319,16 +319,22 @@ public final class TelemetryBuffer: Sendable {
     /// Call when the app moves to the background: forwards everything and stops the timer, without
     /// blocking the caller. On platforms with UIKit the buffer also does this by itself.
     public func didEnterBackground() {
+        guard !Self.isForkedChild else { return }
         queue.async { [scheduler] in
             scheduler.forwardEverything()
             scheduler.stop()
         }
     }
 
-    /// Runs `body` on the background queue and waits for it (inline when already there).
+    /// Runs `body` on the background queue and waits for it (inline when already there). In the child of
+    /// a `fork()` it does nothing: the queue's thread is the parent's, and so are the files.
     private func onQueue(_ body: () -> Void) {
+        guard !Self.isForkedChild else { return }
         if isOnQueue { body() } else { queue.sync(execute: body) }
     }
+
+    /// Whether this process is the child of a `fork()` (without `exec`) of the one that created the buffer.
+    static var isForkedChild: Bool { tb_in_forked_child() != 0 }
 
     /// Whether the caller runs on this buffer's background queue (so waiting for it would deadlock).
     private var isOnQueue: Bool { DispatchQueue.getSpecific(key: Self.onQueue) == ObjectIdentifier(self) }

@@ -18,6 +18,7 @@ enum Crash {
         let directory = URL(fileURLWithPath: arguments.string("dir")
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("telemetry-demo-crash-\(getpid())").path)
         if arguments.flag("previous-handler") { installPreviousHandler() }
+        if arguments.flag("survive-first") { installSurvivingHandler() }
         var options = try options(arguments, directory: directory)
         options.handleSIGTERM = arguments.flag("sigterm")
         var buffers = [try TelemetryBuffer(options: options)]
@@ -27,7 +28,14 @@ enum Crash {
         }
         let count = try arguments.integer("after", default: 100)
         let trace = TraceID.random()
-        for seq in 0..<count {
+        let survive = arguments.flag("survive-first")
+        for seq in 0..<count * (survive ? 2 : 1) {
+            if survive, seq == count {
+                // A crash signal the process survives (the previous handler returns the first time), then a
+                // forward: what the handler wrote must not publish these items a second time.
+                pthread_kill(pthread_self(), SIGSEGV)
+                buffers.forEach { $0.flush() }
+            }
             var dropped: [String] = []
             for buffer in buffers {
                 if !buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace)) { dropped.append("log") }
@@ -42,6 +50,20 @@ enum Crash {
             FileHandle.standardOutput.write(Data(line.utf8))
         }
         if arguments.flag("when-held") { try awaitHeldFailpoint() }
+        if arguments.flag("fork-child") { forkChild(buffers, trace: trace) }
+        if arguments.flag("close-while-crashing") {
+            // Another thread crashes; while its handler holds this buffer's registration (failpoint
+            // crash.handler:hold), close and release the buffer and take its folder descriptor's number.
+            Thread { nullDereference() }.start()
+            try awaitHeldFailpoint()
+            buffers.forEach { $0.close() }
+            buffers.removeAll()
+            let other = try arguments.required("other-dir")
+            _ = open(other, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            sleep(5)
+            FileHandle.standardError.write(Data("telemetry-demo: still alive after the handler\n".utf8))
+            exit(3)
+        }
         usleep(useconds_t(try arguments.integer("linger-us", default: 0)))
         FileHandle.standardError.write(Data("telemetry-demo: crashing (\(kind)), buffer folder \(directory.path)\n".utf8))
         die(kind)
@@ -57,6 +79,9 @@ enum Crash {
         for _ in 0..<2000 where !FileManager.default.fileExists(atPath: path) { usleep(10_000) }
         guard FileManager.default.fileExists(atPath: path) else { throw DemoError("the failpoint was never held") }
     }
+
+    /// Whether the surviving handler has let one signal go.
+    nonisolated(unsafe) private static var survived: Int32 = 0
 
     /// A value the optimizer cannot see through (always 0).
     private static let zero = Int(getpid()) < 0 ? 1 : 0
@@ -109,6 +134,40 @@ enum Crash {
             return FileHandle.standardError.write(Data("telemetry-demo: cannot map a file for SIGBUS\n".utf8))
         }
         page.storeBytes(of: 1, as: UInt8.self)
+    }
+
+    /// `fork()`s a child that adds five logs `child <n>` (printing `child add true|false`), then crashes; the
+    /// parent waits for it and prints `child status <status>`.
+    private static func forkChild(_ buffers: [TelemetryBuffer], trace: TraceID) {
+        let child = fork()
+        if child == 0 {
+            for index in 0..<5 {
+                let held = buffers.allSatisfy { $0.add(log: Log(level: .info, body: "child \(index)", traceID: trace)) }
+                let line = "child add \(held)\n"
+                _ = line.withCString { write(1, $0, strlen($0)) }
+            }
+            nullDereference()
+        }
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        FileHandle.standardOutput.write(Data("child status \(status)\n".utf8))
+    }
+
+    /// A handler installed before the buffer's that returns the first time (the process survives the
+    /// signal), then acts like `installPreviousHandler`'s.
+    private static func installSurvivingHandler() {
+        for number in [SIGSEGV, SIGABRT, SIGILL, SIGTRAP, SIGBUS, SIGFPE] {
+            _ = signal(number) { received in
+                if Crash.survived == 0 {
+                    Crash.survived = 1
+                    let message = "previous handler returned\n"
+                    _ = message.withCString { write(2, $0, strlen($0)) }
+                    return
+                }
+                _ = signal(received, SIG_DFL)
+                raise(received)
+            }
+        }
     }
 
     /// A plain handler installed before the buffer's, as another crash reporter would: it says it ran,

@@ -44,37 +44,40 @@ final class CrashTests: XCTestCase {
             ("index", trap, true), ("overflow", trap, true), ("stack", [-SIGSEGV], true), ("thread", [-SIGSEGV], true),
             ("bus", [-SIGBUS], true), ("kill", [-SIGKILL], false),
         ]
-        for (kind, signals, detected) in kinds {
-            let folder = try TemporaryDirectory()
-            directory.remove()  // setUp's, or the last kind's: one folder per kind
-            directory = folder
-            defer { folder.remove() }
-            let run = try crash(kind)
-            XCTAssertTrue(signals.contains(run.status), "\(kind): died with status \(run.status)")
-            XCTAssertEqual(terminationFiles(), detected ? ["detected-termination-0"] : [], kind)
-            try assertRecoveredExactlyOnce(run, count: 60, kind)
+        for strategy in [Options.Strategy.doubleRotatingBuffer, .flushAll] {
+            for (kind, signals, detected) in kinds {
+                let folder = try TemporaryDirectory()
+                directory.remove()  // setUp's, or the last kind's: one folder per kind
+                directory = folder
+                defer { folder.remove() }
+                let run = try crash(kind, strategy: strategy)
+                XCTAssertTrue(signals.contains(run.status), "\(strategy) \(kind): died with status \(run.status)")
+                // The mapped lists need no copy; FlushAll's memory is written out (one region holds the 60 items).
+                XCTAssertEqual(terminationFiles(), detected && strategy == .flushAll ? ["detected-termination-0"] : [],
+                               "\(strategy) \(kind)")
+                if strategy == .flushAll, !detected { continue }  // SIGKILL: FlushAll's memory is gone
+                try assertRecoveredExactlyOnce(run, count: 60, "\(strategy) \(kind)")
+            }
         }
     }
 
-    func testFlushAllWritesItsItemsAsEnvelopesTheOfficialParserAccepts() throws {
+    func testFlushAllsCrashFileBecomesEnvelopesTheOfficialParserAccepts() throws {
         for kind in ["segv", "abort", "fatal"] {
             let folder = try TemporaryDirectory()
             directory.remove()  // setUp's, or the last kind's: one folder per kind
             directory = folder
             defer { folder.remove() }
-            // 60 items: fewer than a batch, so no forward is under way when the process dies.
             let run = try crash(kind, strategy: .flushAll, after: 60)
             XCTAssertNotEqual(run.status, 0, kind)
-            let envelopes = dsnFolder().appendingPathComponent("envelopes")
-            let written = try walkEnvelopes(in: envelopes)
-            XCTAssertEqual(written.map(\.items.count), [1, 1], "\(kind): one log envelope, one span envelope (one trace)")
-            XCTAssertEqual(try parseWithSentrySDK(envelopes).count, 2, kind)
             try assertRecoveredExactlyOnce(run, count: 60, kind)
+            let envelopes = dsnFolder().appendingPathComponent("envelopes")
+            XCTAssertEqual(try walkEnvelopes(in: envelopes).map(\.items.count), [1, 1], "\(kind): one log envelope, one span envelope (one trace)")
+            XCTAssertEqual(try parseWithSentrySDK(envelopes).count, 2, kind)
         }
     }
 
     func testAHandlerInstalledBeforeTheBufferIsStillCalled() throws {
-        let run = try crash("segv", ["--previous-handler"])
+        let run = try crash("segv", strategy: .flushAll, ["--previous-handler"])
         XCTAssertEqual(run.status, -SIGSEGV)
         XCTAssertTrue(run.errors.contains("previous handler called"), run.errors)
         XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
@@ -90,7 +93,7 @@ final class CrashTests: XCTestCase {
 
     func testTwoBuffersForTwoDSNsBothSaveTheirItems() throws {
         let second = "https://k2@o1.ingest.example.com/2"
-        let run = try crash("abort", ["--second-dsn", second])
+        let run = try crash("abort", strategy: .flushAll, ["--second-dsn", second])
         XCTAssertEqual(run.status, -SIGABRT)
         XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
         XCTAssertEqual(terminationFiles(second), ["detected-termination-0"])
@@ -99,7 +102,7 @@ final class CrashTests: XCTestCase {
     }
 
     func testSIGTERMIsDetectedOnlyWhenAskedAndStillEndsTheProcess() throws {
-        let asked = try crash("term", ["--sigterm"])
+        let asked = try crash("term", strategy: .flushAll, ["--sigterm"])
         XCTAssertEqual(asked.status, -SIGTERM)
         XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
         try assertRecoveredExactlyOnce(asked, count: 60, "SIGTERM detected")
@@ -108,13 +111,86 @@ final class CrashTests: XCTestCase {
         directory.remove()  // the first half's
         directory = folder
         defer { folder.remove() }
-        let unasked = try crash("term")
+        let unasked = try crash("term", strategy: .flushAll)
         XCTAssertEqual(unasked.status, -SIGTERM)
         XCTAssertEqual(terminationFiles(), [], "not a detected termination by default")
-        try assertRecoveredExactlyOnce(unasked, count: 60, "SIGTERM not detected: the mapped list still has everything")
+
+        let folder2 = try TemporaryDirectory()
+        directory.remove()
+        directory = folder2
+        defer { folder2.remove() }
+        let list = try crash("term")
+        XCTAssertEqual(list.status, -SIGTERM)
+        try assertRecoveredExactlyOnce(list, count: 60, "SIGTERM not detected: the mapped list still has everything")
+    }
+
+    /// A crash signal the process survives (the previous handler returns): what the handler wrote is
+    /// undone and the handler re-armed, so the items are published once by the forward that follows, and
+    /// the later, real crash is detected again (FlushAll's items after it would be lost otherwise).
+    func testASurvivedSignalUndoesWhatTheHandlerWroteAndReArmsIt() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            directory.remove()  // setUp's, or the last strategy's
+            directory = folder
+            defer { folder.remove() }
+            let run = try crash("segv", strategy: strategy, after: 150, ["--survive-first"])
+            XCTAssertEqual(run.status, -SIGSEGV, "\(strategy): \(run.errors.suffix(500))")
+            XCTAssertTrue(run.errors.contains("previous handler returned"), "\(strategy): \(run.errors)")
+            try assertRecoveredExactlyOnce(run, count: 300, "\(strategy) after a survived signal")
+        }
+    }
+
+    /// The child of a `fork()` shares the parent's mapped lists and folder: its adds are refused and its
+    /// crash handler writes nothing, so only the parent's items arrive.
+    func testAForkedChildNeitherAddsNorWritesIntoTheParentsFolder() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            directory.remove()
+            directory = folder
+            defer { folder.remove() }
+            let run = try Demo.run(["crash", "--kind", "abort", "--dir", directory.url.path, "--strategy", strategy.rawValue,
+                                    "--after", "60", "--spans", "--max-envelopes", "100000", "--fork-child"], backtrace: false)
+            XCTAssertEqual(run.status, -SIGABRT, "\(strategy): \(run.errors.suffix(500))")
+            let child = run.lines.filter { $0.hasPrefix("child ") }
+            XCTAssertEqual(child.filter { $0.hasPrefix("child add") }, Array(repeating: "child add false", count: 5), "\(strategy)")
+            XCTAssertEqual(child.filter { $0.hasPrefix("child status") }.count, 1, "\(strategy): the child ran and ended")
+            var parent = run
+            parent.output = run.lines.filter { !$0.hasPrefix("child ") }.map { $0 + "\n" }.joined()
+            try assertRecoveredExactlyOnce(parent, count: 60, "\(strategy) with a forked child")
+        }
+    }
+
+    /// A buffer closed and released on one thread while another thread's crash handler holds its
+    /// registration (failpoint `crash.handler:hold` pauses the handler): `close()` waits for the handler,
+    /// which then writes into the buffer's own folder, never into one that took the descriptor's number.
+    func testUnregisteringWhileAnotherThreadIsCrashingWaitsForTheHandler() throws {
+        let other = try TemporaryDirectory()
+        defer { other.remove() }
+        let run = try Demo.run(["crash", "--kind", "thread", "--dir", directory.url.path, "--strategy", "flushAll",
+                                "--after", "60", "--spans", "--max-envelopes", "100000", "--close-while-crashing",
+                                "--other-dir", other.url.path],
+                               failpoint: .crashHandler, action: .hold, held: directory.url.appendingPathComponent("held"),
+                               backtrace: false)
+        XCTAssertEqual(run.status, -SIGSEGV, run.errors.suffix(800).description)
+        let strays = try FileManager.default.contentsOfDirectory(atPath: other.url.path)
+        XCTAssertEqual(strays, [], "files written through a reused descriptor")
+        try assertRecoveredExactlyOnce(run, count: 60, "closed while crashing")
     }
 
     #if os(Linux)
+    /// A signal the process ignores cannot end it: the handler leaves it alone.
+    func testAnIgnoredSignalIsNotHooked() throws {
+        var ignore = sigaction(), previous = sigaction()
+        ignore.__sigaction_handler.sa_handler = SIG_IGN
+        sigaction(SIGSYS, &ignore, &previous)
+        defer { sigaction(SIGSYS, &previous, nil) }
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        defer { buffer.close() }
+        var current = sigaction()
+        sigaction(SIGSYS, nil, &current)
+        XCTAssertEqual(unsafeBitCast(current.__sigaction_handler, to: UInt.self), unsafeBitCast(SIG_IGN, to: UInt.self))
+    }
+
     /// The handler is installed while a buffer lives and the previous actions come back exactly.
     func testClosingTheLastBufferRestoresThePreviousActionsExactly() throws {
         func action(_ signal: Int32) -> (handler: UInt, flags: Int32) {

@@ -7,7 +7,8 @@ import XCTest
 /// forward; a fresh process recovers. Every acknowledged item must arrive exactly once (FlushAll may lose
 /// what it held in memory on SIGKILL, never duplicate it).
 ///
-/// `TB_CRASH_RUNS` sets the random runs per strategy (default 30).
+/// `TB_CRASH_RUNS` sets the random runs per strategy (default 30). The children run without Swift's
+/// backtracer (CrashTests checks that it still runs after the handler).
 final class CrashTortureTests: XCTestCase {
     private static let runs = Int(ProcessInfo.processInfo.environment["TB_CRASH_RUNS"] ?? "") ?? 30
     private static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "bus", "thread", "kill"]
@@ -24,7 +25,7 @@ final class CrashTortureTests: XCTestCase {
                 let label = "\(strategy) run \(run): \(kind) after \(count) items, \(linger) µs later"
                 let crash = try Demo.run(["crash", "--kind", kind, "--dir", folder.url.path, "--strategy", strategy.rawValue,
                                           "--after", String(count), "--linger-us", String(linger), "--spans",
-                                          "--max-envelopes", "1000000"])
+                                          "--max-envelopes", "1000000"], backtrace: false)
                 XCTAssertTrue(crash.status < 0, "\(label): died with status \(crash.status): \(crash.errors.suffix(500))")
                 let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
@@ -47,7 +48,7 @@ final class CrashTortureTests: XCTestCase {
                     let crash = try Demo.run(["crash", "--kind", action == .hold ? "abort" : "segv", "--dir", folder.url.path,
                                               "--strategy", strategy.rawValue, "--after", "500", "--spans",
                                               "--max-envelopes", "1000000"] + (action == .hold ? ["--when-held"] : []),
-                                             failpoint: step, action: action, held: held)
+                                             failpoint: step, action: action, held: held, backtrace: false)
                     XCTAssertEqual(crash.status, action == .hold ? -SIGABRT : -SIGSEGV, "\(label): \(crash.errors.suffix(800))")
                     XCTAssertFalse(crash.errors.contains("never held"), "\(label): the step was never reached")
                     let recovery = try Demo.recover(folder, strategy)

@@ -121,16 +121,19 @@ enum Demo {
     }
 
     /// Runs the demo; with `killAfter` µs, sends SIGKILL then. With `failpoint`, arms that step with
-    /// `action` (a `hold` creates the file `held` names when reached). Status is `-signal` for a signal
+    /// `action` (a `hold` creates the file `held` names when reached). `backtrace: false` turns the Swift
+    /// runtime's crash backtracer off (a second or so per crash). Status is `-signal` for a signal
     /// death. A child still running after `deadline` seconds is killed and `Timeout` thrown.
     static func run(_ arguments: [String], killAfter: useconds_t? = nil, failpoint: Failpoint? = nil,
-                    action: Failpoint.Action = .kill, held: URL? = nil, deadline: TimeInterval = 120) throws -> Run {
+                    action: Failpoint.Action = .kill, held: URL? = nil, backtrace: Bool = true,
+                    deadline: TimeInterval = 120) throws -> Run {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["TELEMETRY_BUFFER_FAILPOINT"] = failpoint.map { "\($0.rawValue):\(action.rawValue)" }
         environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] = held?.path
+        if !backtrace { environment["SWIFT_BACKTRACE"] = "enable=no" }
         process.environment = environment
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
@@ -153,12 +156,11 @@ enum Demo {
             usleep(killAfter)
             kill(process.processIdentifier, SIGKILL)
         }
-        let inTime = exited.wait(timeout: .now() + deadline) == .success
-        if !inTime {
-            kill(process.processIdentifier, SIGKILL)
-            exited.wait()
-        }
-        drained.wait()
+        var inTime = exited.wait(timeout: .now() + deadline) == .success
+        if !inTime { kill(process.processIdentifier, SIGKILL) }
+        // A process the child started may hold the pipes open after it is gone (Swift's backtracer, when
+        // the process it reads dies under it): the wait for what it printed is bounded too.
+        inTime = (inTime || exited.wait(timeout: .now() + 10) == .success) && drained.wait(timeout: .now() + 10) == .success
         let data = collected.withLock { $0 }
         let (stdout, stderr) = (String(decoding: data.output, as: UTF8.self), String(decoding: data.errors, as: UTF8.self))
         guard inTime else { throw Timeout(arguments: arguments, output: stdout, errors: stderr) }

@@ -113,17 +113,8 @@ final class FileTransportTests: XCTestCase {
         }
     }
 
-    func testFlushAllCountsItemsItCouldNotStore() throws {
-        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.strategy = .flushAll })
-        try FileManager.default.removeItem(at: buffer.envelopesDirectory)
-        buffer.add(log: .test("nowhere to go"))
-        buffer.flush()
-        let pending = try XCTUnwrap(buffer.pendingDiscards)
-        XCTAssertEqual(pending.quantity(.internalSDKError, .logItem), 1)
-    }
-
     func testStagingStrategiesKeepWhatTheyCouldNotMoveAndMoveItLater() throws {
-        for strategy in [Options.Strategy.doubleRotatingBuffer, .fileStreamCache] {
+        for strategy in Options.Strategy.allCases {
             let folder = try TemporaryDirectory()
             defer { folder.remove() }
             let buffer = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = strategy })

@@ -57,7 +57,7 @@ final class RecordFramingTests: XCTestCase {
         XCTAssertEqual(read([UInt8](repeating: 0xFF, count: 64)).payloads, [], "garbage only")
     }
 
-    func testRegionHeaderRecordsKindAndCommittedLength() {
+    func testRegionHeaderRecordsKindAndCommittedLength() throws {
         let region = RecordRegion(recordCapacity: 1024, kind: .memoryList)
         let header = UnsafeRawBufferPointer(start: region.base, count: RecordFraming.headerSize)
         XCTAssertEqual(RecordFraming.kind(ofHeader: header), .memoryList)
@@ -67,7 +67,7 @@ final class RecordFramingTests: XCTestCase {
         }
         XCTAssertEqual(RecordFraming.committedLength(ofHeader: header), UInt64(RecordFraming.recordHeaderSize + 2))
         XCTAssertFalse(region.fits(payloadCount: 1024))
-        region.reset()
+        try region.reset()
         XCTAssertTrue(region.isEmpty)
         XCTAssertEqual(RecordFraming.committedLength(ofHeader: header), 0)
     }

@@ -46,7 +46,7 @@ final class StorageTests: XCTestCase {
         try cache.retire(as: directory.url.path + "/f/retired", reusing: nil)
         XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "retired")?.bytes, file.bytes)
         XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "cache")?.records.count, 0)
-        list.reset()
+        try list.reset()
         append(["d"], to: list, from: 3)
         XCTAssertTrue(try cache.catchUp(with: list))
         let fresh = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
@@ -218,7 +218,7 @@ final class StorageTests: XCTestCase {
             let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
                                     kind: .crashSafeList)
             append(["b0"], to: list, nonce: 2)
-            list.mark(.init(state: .captured, firstEnvelope: 5, envelopeCount: 1))
+            try list.mark(.init(state: .captured, firstEnvelope: 5, envelopeCount: 1))
             if let boot { try Data(boot.utf8).write(to: URL(fileURLWithPath: bufferFolder + "/boot")) }
 
             let buffer = try TelemetryBuffer(options: testOptions(directory))
@@ -381,12 +381,12 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(span(doomed, size: 300), .rejected(.bufferOverflow), "does not fit while the other is busy")
         XCTAssertEqual(span(doomed, size: 0), .rejected(.bufferOverflow), "its trace is cut in this region")
         XCTAssertEqual(span(kept, size: 0), .accepted(startTimer: false, forwardNow: false))
-        regions.endForwarding()
+        try regions.endForwarding()
         let second = try XCTUnwrap(regions.beginForwarding())
         var traces: [TraceID?] = []
         RecordFraming.forEachRecord(in: second.records) { traces.append(ItemEncoder.traceID(ofSpan: $0.payload)) }
         XCTAssertEqual(traces, [doomed, kept, kept], "the accepted doomed span stays")
-        regions.endForwarding()
+        try regions.endForwarding()
         XCTAssertEqual(span(doomed, size: 0), .accepted(startTimer: true, forwardNow: false), "a new region takes it again")
     }
 }

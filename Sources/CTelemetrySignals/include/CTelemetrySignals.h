@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 // What Swift cannot do itself: the atomics a crash handler reads lists with (Swift has none for iOS 13),
-// the async-signal-safe crash handler, CRC-32C with the CPU's instruction, and the 16-byte vector scan
+// the compare-and-swap a forward and the handler agree through, the async-signal-safe crash handler, CRC-32C with the CPU's instruction, and the 16-byte vector scan
 // of JSON strings.
 
 /// Publishes `value` (a committed length) after every earlier store to the record bytes.
@@ -18,6 +18,43 @@ static inline uint64_t tb_load_acquire_u64(const uint64_t *address) {
     return __atomic_load_n(address, __ATOMIC_ACQUIRE);
 }
 
+/// A region's publication marker (header bytes 24..<32, one little-endian word: u32 first staged
+/// envelope | u16 envelope count | u8 state | u8 claim) is changed only by compare-and-swap, so that a
+/// forward and the crash handler agree on who stores the region's items. The handler claims a region
+/// (sets the claim byte) before it reads it; from then on the forward can no longer change the marker:
+/// it cannot commit (`captured`) or reset the region, and gives up. A claim is released only when the
+/// process survives the signal.
+#define TB_MARKER_CLAIMED ((uint64_t)1 << 56)
+
+/// Stores `marker` (claim byte 0) unless the region is claimed. Returns 1 if stored, 0 if claimed.
+static inline int tb_marker_store(uint64_t *word, uint64_t marker) {
+    uint64_t old = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+    while (!(old & TB_MARKER_CLAIMED)) {
+        if (__atomic_compare_exchange_n(word, &old, marker, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return 1;
+    }
+    return 0;
+}
+
+/// Whether the crash handler has claimed the region.
+static inline int tb_marker_claimed(const uint64_t *word) {
+    return (__atomic_load_n(word, __ATOMIC_SEQ_CST) & TB_MARKER_CLAIMED) != 0;
+}
+
+/// Marks an append to a claimable region as under way (1) or done (0). Between the two, the append checks
+/// the claim: either it sees the claim and refuses the item, or the handler sees it under way and waits
+/// for it, so an item is never acknowledged after the handler read its region.
+static inline void tb_appending_store(int *word, int value) { __atomic_store_n(word, value, __ATOMIC_SEQ_CST); }
+
+/// Set in the child of a `fork()` (without `exec`) of a process that created a buffer: the child shares
+/// the parent's mapped lists and folder, so its buffers accept nothing and its crash handler writes nothing.
+extern int tb_forked_child;
+
+/// Whether this process is such a child.
+static inline int tb_in_forked_child(void) { return __atomic_load_n(&tb_forked_child, __ATOMIC_RELAXED); }
+
+/// Registers the `fork()` hook that sets `tb_forked_child` (once per process).
+void tb_fork_guard_install(void);
+
 enum {
     /// Buffers the handler can serve at once (one per DSN).
     TB_CRASH_MAX_TARGETS = 8,
@@ -27,36 +64,32 @@ enum {
     TB_CRASH_ALTERNATE_STACK_SIZE = 128 * 1024,
 };
 
-/// What the handler writes for a buffer.
+/// What the handler does for a buffer.
 typedef enum tb_crash_mode {
-    /// Each region, header and committed records, verbatim into a file named `names[i]`.
-    TB_CRASH_WRITE_REGIONS = 1,
-    /// The regions' records as complete Sentry envelopes (one per `max_logs` logs, one per trace).
-    TB_CRASH_WRITE_ENVELOPES = 2,
+    /// `fsync` each region's file (`file_fds`): the regions are mapped files that hold their items
+    /// through any death of the process; the sync keeps them through power loss too (DoubleRotatingBuffer).
+    TB_CRASH_SYNC_FILES = 1,
+    /// Claim each region (see `TB_MARKER_CLAIMED`), wait for an append under way, then write the header
+    /// and committed records into a file named `names[i]` (FlushAll, whose regions are in memory).
+    TB_CRASH_WRITE_REGIONS = 2,
 } tb_crash_mode;
 
-/// A buffer's crash-relevant state, prepared in advance. The memory it points to must stay valid
-/// until `tb_crash_unregister`.
+/// A buffer's crash-relevant state, prepared in advance. The memory and descriptors it names must stay
+/// valid until `tb_crash_unregister` returns.
 typedef struct tb_crash_target {
     tb_crash_mode mode;
     /// The folder the files go into, opened in advance.
     int directory_fd;
-    /// The regions: a 32-byte header (committed record length at offset 16) then framed records.
-    const uint8_t *regions[2];
+    /// The regions: a 32-byte header (committed record length at offset 16, marker at 24) then records.
+    uint8_t *regions[2];
     /// Each region's size in bytes, header included: the bound for its committed length.
     size_t region_sizes[2];
-    /// TB_CRASH_WRITE_REGIONS: the file name for each region (shorter than TB_CRASH_NAME_SIZE).
+    /// TB_CRASH_SYNC_FILES: each region's file, open.
+    int file_fds[2];
+    /// TB_CRASH_WRITE_REGIONS: the file name for each region (shorter than TB_CRASH_NAME_SIZE), and the
+    /// word appends mark themselves under way in (`tb_appending_store`).
     const char *names[2];
-    /// TB_CRASH_WRITE_ENVELOPES: the envelope header line of log envelopes (LF included), and the text
-    /// before and after the 32 hex digits of the trace ID in the header line of span envelopes.
-    const char *log_header;
-    size_t log_header_length;
-    const char *span_header_prefix;
-    size_t span_header_prefix_length;
-    const char *span_header_suffix;
-    size_t span_header_suffix_length;
-    int max_logs;
-    int max_spans;
+    int *appending;
 } tb_crash_target;
 
 /// The signals the handler takes: SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS.
@@ -66,7 +99,8 @@ typedef struct tb_crash_target {
 
 /// Installs the handler for the signals in `signals` not installed yet (`sigaction` with
 /// SA_SIGINFO | SA_ONSTACK | SA_NODEFER), remembering each previous action, and gives the calling thread an
-/// alternate signal stack. Returns 0, or an errno value.
+/// alternate signal stack. A signal the process ignores (`SIG_IGN`) is left alone: it cannot end the
+/// process. Returns 0, or an errno value.
 int tb_crash_install(int signals);
 
 /// Restores the previous action of every signal whose action is still ours.
@@ -75,8 +109,13 @@ void tb_crash_uninstall(void);
 /// Copies `target` into a free slot; returns the slot, or -1 when all are taken.
 int tb_crash_register(const tb_crash_target *target);
 
-/// Frees a slot; the handler no longer reads its target.
+/// Frees a slot. On return no handler reads its target any more: one that is reading it (another thread
+/// crashing) is waited for, so the caller may then free what the target names.
 void tb_crash_unregister(int slot);
+
+/// Test hook: from now on the handler, once it has taken a target, creates the file `path` and sleeps
+/// `pause_ms` before it uses the target (so a test can unregister it meanwhile). `path` must outlive it.
+void tb_crash_test_pause(const char *path, int pause_ms);
 
 /// Gives the calling thread an alternate signal stack of TB_CRASH_ALTERNATE_STACK_SIZE bytes, unless it
 /// has one at least that large. Without one, a stack overflow on the thread cannot run any handler.

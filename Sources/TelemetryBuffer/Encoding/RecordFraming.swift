@@ -50,10 +50,10 @@ enum RecordFraming {
         var envelopes: Range<UInt64> { UInt64(firstEnvelope)..<UInt64(firstEnvelope) + UInt64(envelopeCount) }
 
         /// The marker's 8 header bytes.
-        var bytes: [UInt8] {
-            withUnsafeBytes(of: firstEnvelope.littleEndian) { Array($0) }
-                + withUnsafeBytes(of: envelopeCount.littleEndian) { Array($0) } + [state.rawValue, 0]
-        }
+        var bytes: [UInt8] { withUnsafeBytes(of: word.littleEndian) { Array($0) } }
+
+        /// The marker as the one little-endian word it is stored as (the claim byte, the last, 0).
+        var word: UInt64 { UInt64(firstEnvelope) | UInt64(envelopeCount) << 32 | UInt64(state.rawValue) << 48 }
 
         init(state: State, firstEnvelope: UInt32, envelopeCount: UInt16) {
             self.state = state

@@ -12,25 +12,36 @@ import Musl
 /// process by any signal, SIGKILL included (not a kernel crash or power loss). The file is fully
 /// allocated on disk at creation, so a full disk fails here with an error and never later as SIGBUS
 /// when a page is first touched.
+///
+/// The file stays open while mapped, so that the crash handler can `fsync` it.
 final class MappedFile {
     let base: UnsafeMutableRawPointer
     let size: Int
+    let descriptor: Int32
 
     /// Opens or creates `path`, makes it exactly `size` bytes with every block allocated, and maps it.
     init(path: String, size: Int) throws {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw FileSystem.error("open", path) }
-        defer { close(fd) }
-        guard ftruncate(fd, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
-        try Self.allocate(fd, size: size, path: path)
-        guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0),
-              mapping != MAP_FAILED
-        else { throw FileSystem.error("mmap", path) }
-        self.base = mapping
+        do {
+            guard ftruncate(fd, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
+            try Self.allocate(fd, size: size, path: path)
+            guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0),
+                  mapping != MAP_FAILED
+            else { throw FileSystem.error("mmap", path) }
+            self.base = mapping
+        } catch {
+            close(fd)
+            throw error
+        }
         self.size = size
+        descriptor = fd
     }
 
-    deinit { munmap(base, size) }
+    deinit {
+        munmap(base, size)
+        close(descriptor)
+    }
 
     private static func allocate(_ fd: Int32, size: Int, path: String) throws {
         #if os(Linux)

@@ -22,7 +22,7 @@ final class RecordRegion {
         self.kind = kind
         mapping = nil
         base = .allocate(byteCount: RecordFraming.headerSize + recordCapacity, alignment: 16)
-        reset()
+        Self.initialize(base, kind: kind)
     }
 
     /// A region in a mapped file, emptied (the caller recovered its old contents first).
@@ -31,10 +31,18 @@ final class RecordRegion {
         self.kind = kind
         base = mapping.base
         recordCapacity = mapping.size - RecordFraming.headerSize
-        reset()
+        Self.initialize(base, kind: kind)
+    }
+
+    /// A fresh header: no records, an idle marker, the creation time now.
+    private static func initialize(_ base: UnsafeMutableRawPointer, kind: RecordFraming.Kind) {
+        RecordFraming.writeHeader(kind: kind, createdMicros: UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000)), to: base)
     }
 
     deinit { if mapping == nil { base.deallocate() } }
+
+    /// The open file of a mapped region, `nil` for heap memory.
+    var fileDescriptor: Int32? { mapping?.descriptor }
 
     /// Bytes of committed records, as the owner sees them: the header's committed length, which it alone
     /// writes, is the one copy (no stored property to keep in step).
@@ -70,17 +78,42 @@ final class RecordRegion {
         UnsafeRawBufferPointer(start: base + RecordFraming.headerSize, count: recordBytes)
     }
 
-    /// Records the publication marker (a plain store: it must survive process death, not power loss).
-    func mark(_ publication: RecordFraming.Publication) {
-        publication.bytes.withUnsafeBytes {
-            (base + RecordFraming.publicationOffset).copyMemory(from: $0.baseAddress!, byteCount: $0.count)
-        }
+    /// Records the publication marker (a plain store for memory's sake: it must survive process death,
+    /// not power loss), unless the crash handler has claimed the region.
+    ///
+    /// - Throws: `CrashInProgress` if the region is claimed: the handler stores its
+    ///   items now, with the marker it found.
+    func mark(_ publication: RecordFraming.Publication) throws {
+        guard tb_marker_store(markerWord, publication.word) != 0 else { throw CrashInProgress() }
     }
 
-    /// Empties the region, clears its marker and stamps a new creation time.
-    func reset() {
-        let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))
-        RecordFraming.writeHeader(kind: kind, createdMicros: micros, to: base)
-        tb_store_release_u64(committedLength, 0)
+    /// The publication marker as it stands.
+    var publication: RecordFraming.Publication {
+        RecordFraming.Publication(header: UnsafeRawBufferPointer(start: base, count: RecordFraming.headerSize))
     }
+
+    /// Whether the crash handler has claimed the region (see `TB_MARKER_CLAIMED`).
+    var isClaimed: Bool { tb_marker_claimed(markerWord) != 0 }
+
+    private var markerWord: UnsafeMutablePointer<UInt64> {
+        (base + RecordFraming.publicationOffset).assumingMemoryBound(to: UInt64.self)
+    }
+
+    /// Empties the region and clears its marker: first the committed length, so a handler that claims the
+    /// region in between finds a `captured` marker or no records, never published records under an idle
+    /// marker. Then a new creation time.
+    ///
+    /// - Throws: `CrashInProgress` if the region is claimed (its records are then
+    ///   already cut off; the marker stays as the handler found it).
+    func reset() throws {
+        tb_store_release_u64(committedLength, 0)
+        try mark(.idle)
+        let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))
+        base.storeBytes(of: micros.littleEndian, toByteOffset: 8, as: UInt64.self)
+    }
+}
+
+/// The crash handler has claimed a region: it stores the region's items now, so a forward leaves it as it is.
+struct CrashInProgress: Error, CustomStringConvertible {
+    var description: String { "the crash handler is storing this buffer's items" }
 }

@@ -33,7 +33,7 @@ protocol BufferStrategy: AnyObject, Sendable {
     var isEmpty: Bool { get }
     /// Items held that are not yet envelopes.
     var bufferedItems: Int { get }
-    /// The memory a crash handler must save, and whether as envelopes (else verbatim, for recovery);
-    /// `nil` when every item is already in a file when `add` returns.
-    var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { get }
+    /// What the crash handler does for this strategy; `nil` when every item is already in a file when
+    /// `add` returns and nothing is left to do.
+    var crashPlan: CrashPlan? { get }
 }

@@ -124,13 +124,13 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             guard let batch = regions.beginForwarding() else { break }
             do {
                 published.append(try publish(list: batch.index, records: batch.records))
+                try regions.endForwarding()
             } catch {
                 // The list keeps its items and stays pending; the next forward tries again (only the
                 // retirement, if its envelopes are staged).
                 batcher.diagnostics.log(.error, "could not publish \(BufferFolder.crashSafeList(batch.index + 1)): \(error)")
                 break
             }
-            regions.endForwarding()
             Failpoint.publishEmptied.hit()
         }
         folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
@@ -180,7 +180,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         if let unretired, unretired.index == index {
             published = unretired.published
         } else {
-            let envelopes = try batcher.stage(batcher.batches(records), in: folder) { lists[index].mark($0) }
+            let envelopes = try batcher.stage(batcher.batches(records), in: folder) { try lists[index].mark($0) }
             published = (envelopes, nextCopyName())
         }
         let spare = unsynced.withLock { $0.spares.popLast() }
@@ -223,7 +223,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
 
     var bufferedItems: Int { regions.itemCount }
 
-    /// Both lists, verbatim: the mapped files survive a crash anyway; the copies guard against losing
-    /// them, and recovery deduplicates the two by item ID.
-    var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { (lists, false) }
+    /// The mapped lists hold every acknowledged item through any death of the process, whatever a forward
+    /// on another thread is doing meanwhile: a crash is then what a SIGKILL is, and recovery publishes
+    /// the lists exactly once. So the handler writes no copies (a copy could be overtaken by a forward that
+    /// publishes the same items); it only syncs the lists' files, against power loss right after the crash.
+    var crashPlan: CrashPlan? {
+        CrashPlan(regions: lists, directory: folder.path, action: .syncFiles(descriptors: lists.compactMap(\.fileDescriptor)))
+    }
 }

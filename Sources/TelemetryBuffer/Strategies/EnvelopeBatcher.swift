@@ -4,12 +4,9 @@
 /// Logs keep their order and go `maxLogs` to an envelope; spans are grouped by trace, in order of first
 /// appearance, `maxSpans` to an envelope. (Client reports ride at upload time, see `Uploader`.)
 struct EnvelopeBatcher: Sendable {
-    /// One envelope and what it carries, so a failure to store it can be counted. Its payloads point into
-    /// the records it was made from.
+    /// One envelope. Its payloads point into the records it was made from.
     struct Batch {
         var parts: EnvelopeParts
-        var category: ItemCategory
-        var itemBytes: [Int]
     }
 
     let encoder: EnvelopeEncoder
@@ -48,11 +45,11 @@ struct EnvelopeBatcher: Sendable {
         }
 
         var batches = logs.chunks(of: maxLogs).map { chunk in
-            Batch(parts: encoder.logs(chunk), category: .log, itemBytes: chunk.map(\.count))
+            Batch(parts: encoder.logs(chunk))
         }
         for trace in traces {
             for chunk in spans[trace]!.chunks(of: maxSpans) {
-                batches.append(Batch(parts: encoder.spans(chunk, trace: trace), category: .span, itemBytes: chunk.map(\.count)))
+                batches.append(Batch(parts: encoder.spans(chunk, trace: trace)))
             }
         }
         return batches
@@ -63,7 +60,7 @@ struct EnvelopeBatcher: Sendable {
     /// marker goes `captured`. The envelopes are not yet synced: `captured` proves them complete only
     /// within this boot (see `Recovery`), and the caller must `sync()` them before it drops the last
     /// durable copy of the items. If staging fails, the staged envelopes are removed and the marker is
-    /// cleared before the error is rethrown.
+    /// cleared before the error is rethrown; if the marker cannot say `captured`, they are removed.
     func stage(_ batches: [Batch], in folder: BufferFolder,
                marking mark: (RecordFraming.Publication) throws -> Void) throws -> UnsyncedFiles {
         guard !batches.isEmpty else { return UnsyncedFiles(in: folder) }
@@ -80,15 +77,16 @@ struct EnvelopeBatcher: Sendable {
         }
         Failpoint.publishStaged.hit()
         marker.state = .captured
-        try mark(marker)
+        do {
+            try mark(marker)
+        } catch {
+            // Not committed (a crash handler claimed the buffer, or the marker could not be written): the
+            // items are still the buffer's, so these envelopes must not be moved.
+            folder.removeStaged(marker)
+            throw error
+        }
         Failpoint.publishCaptured.hit()
         return staged
-    }
-
-    /// Counts the items of a batch that could not be stored.
-    func dropped(_ batch: Batch, error: any Error) {
-        diagnostics.log(.error, "could not store an envelope of \(batch.itemBytes.count) items: \(error)")
-        for bytes in batch.itemBytes { reports.recordDrop(of: batch.category, bytes: bytes, reason: .internalSDKError) }
     }
 }
 

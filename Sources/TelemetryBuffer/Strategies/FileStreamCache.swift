@@ -183,5 +183,5 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     var bufferedItems: Int { lock.withLock { cache.items } }
 
     /// Every item is in `cache` when `add` returns: nothing is left for a crash handler.
-    var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { nil }
+    var crashPlan: CrashPlan? { nil }
 }

@@ -2,21 +2,32 @@
 /// (two, alternating, so the caller never waits while one is being written out), and become envelopes
 /// on the timer, a limit, `flush`, `close` or backgrounding.
 ///
-/// Guarantees: `add` costs an encode and a copy; everything forwarded is durable once `flush` returns.
-/// Items still in memory are lost if the process dies before a forward. Each region is a single block
-/// of memory so that a crash handler can write it out without allocating.
+/// A forward publishes a region like DoubleRotatingBuffer publishes a list: its marker goes `publishing`,
+/// its envelopes are staged and synced, the marker goes `captured` (the commit point), the region is reset
+/// and the envelopes move to the transport. The markers change only by compare-and-swap, and the crash
+/// handler claims both regions before it writes them out as `detected-termination-x` files: a forward that
+/// has not committed then gives up (its staged envelopes go; recovery publishes the region's items from the
+/// handler's file), one that has committed leaves a `captured` marker in that file, so recovery skips
+/// the items. Either way each item is stored once.
+///
+/// Guarantees: `add` costs an encode and a copy; everything forwarded is durable once `flush` returns; a
+/// detected crash stores every acknowledged item exactly once. Items still in memory are lost if the
+/// process dies without a detected crash (SIGKILL). Each region is a single block of memory so that the
+/// handler can write it out without allocating.
 final class FlushAll: BufferStrategy {
     private let regions: RotatingRegions
+    private let folder: BufferFolder
     private let batcher: EnvelopeBatcher
     private let transport: any Transport
 
-    init(batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int) {
+    init(folder: BufferFolder, batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int) {
+        self.folder = folder
         self.batcher = batcher
         self.transport = transport
         regions = RotatingRegions(
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
-            maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
+            maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans, claimable: true)
     }
 
     func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }
@@ -24,10 +35,21 @@ final class FlushAll: BufferStrategy {
     func forward(everything: Bool) {
         // The region already waiting (or the active one), then, for everything, the one active now.
         for _ in 0..<(everything ? 2 : 1) {
-            guard let batch = regions.beginForwarding() else { return }
-            send(batcher.batches(batch.records))
-            regions.endForwarding()
+            guard let batch = regions.beginForwarding() else { break }
+            let region = regions.region(batch.index)
+            do {
+                // `captured`: staged by an earlier forward that the handler stopped before the reset.
+                if region.publication.state != .captured {
+                    try batcher.stage(batcher.batches(batch.records), in: folder) { try region.mark($0) }.sync()
+                }
+                try regions.endForwarding()
+                Failpoint.publishEmptied.hit()
+            } catch {
+                batcher.diagnostics.log(.error, "could not publish a batch of \(regions.itemCount) items: \(error)")
+                break
+            }
         }
+        folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
     }
 
     func close() {
@@ -35,16 +57,12 @@ final class FlushAll: BufferStrategy {
         forward(everything: true)
     }
 
-    private func send(_ batches: [EnvelopeBatcher.Batch]) {
-        for batch in batches {
-            do { try transport.send(batch.parts.envelope) } catch { batcher.dropped(batch, error: error) }
-        }
-    }
-
     var isEmpty: Bool { regions.isEmpty }
 
     var bufferedItems: Int { regions.itemCount }
 
-    /// Both regions, written as envelopes: a crash during a forward may send that batch twice.
-    var crashState: (regions: [RecordRegion], asEnvelopes: Bool)? { (regions.all, true) }
+    var crashPlan: CrashPlan? {
+        CrashPlan(regions: regions.all, directory: folder.path,
+                  action: .writeRegions(names: folder.terminationNames(2), appending: regions.appending))
+    }
 }

@@ -110,6 +110,8 @@ enum Recovery {
             }
         }
 
+        removeTornOrphans(folder: folder, named: sources.filter { $0.publication.state == .captured }, into: &report)
+
         if let lists = listsHoldingTheirCaches(sources) {
             try publish(lists, folder: folder, batcher: batcher, into: &report)
             for name in boots { folder.remove(name) }
@@ -157,6 +159,20 @@ enum Recovery {
         if !items.isEmpty { try publishRecovered(folder: folder, batcher: batcher) }
         report.envelopes = folder.stagedEnvelopes().count
         return report
+    }
+
+    /// Staged envelopes that no `captured` marker names were staged by a forward whose buffer is gone with
+    /// its process (FlushAll's memory, after a SIGKILL) or that committed and reset its list before it
+    /// moved them: they are the only copy of their items, and are moved if whole. One that does not read as
+    /// an envelope was torn by the kill: removed, its bytes counted as discarded.
+    private static func removeTornOrphans(folder: BufferFolder, named sources: [FramedFile], into report: inout RecoveryReport) {
+        let named = sources.map(\.publication.envelopes)
+        for (index, name) in folder.stagedEnvelopes() where !named.contains(where: { $0.contains(index) }) {
+            let bytes = FileSystem.contents(of: folder.path + "/" + name) ?? []
+            guard (try? EnvelopeReader(bytes)) == nil else { continue }
+            report.discardedBytes += bytes.count
+            folder.remove(name)
+        }
     }
 
     /// A claimed crash-safe list, its claimed IO cache if any, and how many records each holds.

@@ -1,9 +1,15 @@
+import CTelemetrySignals
+
 /// Two record regions: callers append to the active one while the background queue forwards the other.
 ///
 /// `append` is the hot path: a short lock, a bounds check, a copy. When the active region cannot take an
 /// item (bytes, or the queued-log cap) and the other one is free, the roles swap on the spot, so a full
 /// region never makes the caller wait. When the other region is still being forwarded, the item is
 /// dropped and reported as `buffer_overflow` (see `BatchTally` for what that does to a span's trace).
+///
+/// Regions the crash handler writes out (FlushAll's, in memory) are `claimable`: each append marks itself
+/// under way and checks the handler's claim first (`tb_appending_store`), so no item is acknowledged after
+/// the handler read its region; once claimed, appends are refused.
 final class RotatingRegions: @unchecked Sendable {
     private struct State {
         var tallies = [BatchTally(), BatchTally()]
@@ -28,15 +34,21 @@ final class RotatingRegions: @unchecked Sendable {
     private let unmanaged: (Unmanaged<RecordRegion>, Unmanaged<RecordRegion>)
     private let maxLogs: Int
     private let maxSpans: Int
+    /// For claimable regions: 1 while an append is under way, read by the crash handler.
+    let appending: UnsafeMutablePointer<Int32>?
 
     /// Logs or spans that reach `maxLogs` or `maxSpans` in a region ask for a forward.
-    init(_ first: RecordRegion, _ second: RecordRegion, maxLogs: Int, maxSpans: Int) {
+    init(_ first: RecordRegion, _ second: RecordRegion, maxLogs: Int, maxSpans: Int, claimable: Bool = false) {
         self.first = first
         self.second = second
         unmanaged = (.passUnretained(first), .passUnretained(second))
         self.maxLogs = maxLogs
         self.maxSpans = maxSpans
+        appending = claimable ? .allocate(capacity: 1) : nil
+        appending?.initialize(to: 0)
     }
+
+    deinit { appending?.deallocate() }
 
     func append(_ item: EncodedItem) -> AppendOutcome {
         state.withLock { state in
@@ -53,12 +65,20 @@ final class RotatingRegions: @unchecked Sendable {
                 state.pending = true
                 rotated = true
             }
+            if let appending {
+                tb_appending_store(appending, 1)
+                guard !withRegion(state.active, \.isClaimed) else {
+                    tb_appending_store(appending, 0)
+                    return .rejected(.internalSDKError)
+                }
+            }
             let id = state.ids.next()
             let wasEmpty = withRegion(state.active) { target in
                 let wasEmpty = target.isEmpty
                 target.append(category: item.category, id: id, payload: item.payload, payloadCRC: item.payloadCRC)
                 return wasEmpty
             }
+            if let appending { tb_appending_store(appending, 0) }
             let limitReached = state.tally(state.active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
             return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
         }
@@ -91,14 +111,19 @@ final class RotatingRegions: @unchecked Sendable {
     }
 
     /// Empties the forwarded region and makes it available again.
-    func endForwarding() {
-        state.withLock { state in
+    ///
+    /// - Throws: `CrashInProgress` if the crash handler claimed the region; it stays pending.
+    func endForwarding() throws {
+        try state.withLock { state in
             let index = state.active ^ 1
-            withRegion(index) { $0.reset() }
+            try region(index).reset()
             state.tallies[index] = BatchTally()
             state.pending = false
         }
     }
+
+    /// Region 0 or 1.
+    func region(_ index: Int) -> RecordRegion { index == 0 ? first : second }
 
     /// Both regions, for the crash handler, which reads them lock-free up to their committed lengths.
     var all: [RecordRegion] { [first, second] }

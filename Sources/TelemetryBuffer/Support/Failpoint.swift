@@ -1,3 +1,4 @@
+import CTelemetrySignals
 import Foundation
 #if canImport(Darwin)
 import Darwin
@@ -39,6 +40,10 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// follow (the path taken after a process death, see `Recovery`).
     case recoveryListDone = "recovery.list-done"
 
+    /// The crash handler has taken a buffer's registration and not used it yet. Only `hold`, and it is a
+    /// pause: the handler creates the held file, waits 500 ms, then goes on (armed when a buffer registers).
+    case crashHandler = "crash.handler"
+
     /// The sync of published envelopes fails, as after an `fsync` error: a DoubleRotatingBuffer's
     /// deferred sync, a FileStreamCache's publication after its marker says `captured`.
     case syncFails = "sync.fails"
@@ -70,6 +75,18 @@ enum Failpoint: String, CaseIterable, Sendable {
             while true { sleep(60) }
         }
     }
+
+    /// Arms the crash handler's pause if this failpoint is armed with `hold` (see `crashHandler`).
+    func armHandlerPause() {
+        guard let armed = Self.armed, armed.step == rawValue, armed.action == .hold else { return }
+        _ = Self.handlerPause
+    }
+
+    private static let handlerPause: Void = {
+        guard let path = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] else { return }
+        // Never freed: the handler may read it at any time.
+        tb_crash_test_pause(strdup(path), 500)
+    }()
 
     /// Throws an I/O error (`EIO`) for `path` if this failpoint is armed.
     func failIfArmed(_ operation: String, _ path: String) throws {

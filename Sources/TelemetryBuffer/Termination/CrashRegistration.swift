@@ -1,18 +1,19 @@
 import CTelemetrySignals
 import Foundation
 
-/// What the crash handler saves for one buffer, and where.
+/// What the crash handler does for one buffer.
 struct CrashPlan {
-    enum Output {
-        /// Each region verbatim, as `detected-termination-x` files that start-up recovery reads.
-        case regionFiles(names: [String])
-        /// The regions' records as complete envelopes.
-        case envelopes(EnvelopeEncoder, maxLogs: Int, maxSpans: Int)
+    enum Action {
+        /// `fsync` these files of mapped regions (DoubleRotatingBuffer's lists).
+        case syncFiles(descriptors: [Int32])
+        /// Claim each region and write it verbatim as the file of the same index in `names`, in
+        /// `directory`, for start-up recovery (FlushAll); `appending` is the regions' append-under-way word.
+        case writeRegions(names: [String], appending: UnsafeMutablePointer<Int32>?)
     }
 
     var regions: [RecordRegion]
     var directory: String
-    var output: Output
+    var action: Action
 }
 
 /// One buffer's entry in the process-wide crash handler (the C target `CTelemetrySignals`).
@@ -30,7 +31,7 @@ final class CrashRegistration: @unchecked Sendable {
     private let registered = Locked(true)
 
     /// Registers `plan` and installs the handler if needed; throws if the folder cannot be opened or all
-    /// slots are taken.
+    /// slots are taken. The regions (and their files) must stay open while registered.
     init(_ plan: CrashPlan, handleSIGTERM: Bool) throws {
         directoryFD = try FileSystem.openDirectory(URL(fileURLWithPath: plan.directory, isDirectory: true))
         regions = plan.regions
@@ -45,29 +46,28 @@ final class CrashRegistration: @unchecked Sendable {
 
         var target = tb_crash_target()
         target.directory_fd = directoryFD
-        let region = { (index: Int) -> (UnsafePointer<UInt8>?, Int) in
+        target.file_fds = (-1, -1)
+        let region = { (index: Int) -> (UnsafeMutablePointer<UInt8>?, Int) in
             guard index < plan.regions.count else { return (nil, 0) }
             let region = plan.regions[index]
-            return (UnsafePointer(region.base.assumingMemoryBound(to: UInt8.self)), RecordFraming.headerSize + region.recordCapacity)
+            return (region.base.assumingMemoryBound(to: UInt8.self), RecordFraming.headerSize + region.recordCapacity)
         }
         (target.regions.0, target.region_sizes.0) = region(0)
         (target.regions.1, target.region_sizes.1) = region(1)
-        switch plan.output {
-        case .regionFiles(let names):
+        switch plan.action {
+        case .syncFiles(let descriptors):
+            target.mode = TB_CRASH_SYNC_FILES
+            target.file_fds = (descriptors.first ?? -1, descriptors.count > 1 ? descriptors[1] : -1)
+        case .writeRegions(let names, let appending):
             target.mode = TB_CRASH_WRITE_REGIONS
             let pointers = names.prefix(2).map { copy(Array($0.utf8)).0 }
             target.names.0 = pointers.first
             target.names.1 = pointers.count > 1 ? pointers[1] : nil
-        case .envelopes(let encoder, let maxLogs, let maxSpans):
-            target.mode = TB_CRASH_WRITE_ENVELOPES
-            (target.log_header, target.log_header_length) = copy(encoder.logHeader)
-            (target.span_header_prefix, target.span_header_prefix_length) = copy(encoder.spanHeaderPrefix)
-            (target.span_header_suffix, target.span_header_suffix_length) = copy(encoder.spanHeaderSuffix)
-            target.max_logs = Int32(maxLogs)
-            target.max_spans = Int32(maxSpans)
+            target.appending = appending
         }
         self.memory = memory
 
+        Failpoint.crashHandler.armHandlerPause()
         let signals = TB_CRASH_SIGNALS_FATAL | (handleSIGTERM ? TB_CRASH_SIGNALS_TERM : 0)
         let slot: Int32 = Self.live.withLock { live in
             let slot = tb_crash_register(&target)
@@ -89,7 +89,8 @@ final class CrashRegistration: @unchecked Sendable {
         self.slot = slot
     }
 
-    /// Removes the entry; the last one restores the previous signal actions. Later calls do nothing.
+    /// Removes the entry, waiting for a handler that is reading it on another thread; the last one restores
+    /// the previous signal actions. Later calls do nothing.
     func unregister() {
         guard registered.withLock({ value in defer { value = false }; return value }) else { return }
         Self.live.withLock { live in
