@@ -92,6 +92,7 @@ static void pause_for_test(void) {
 // MARK: DoubleRotatingBuffer: sync the mapped lists
 
 static void sync_files(const tb_crash_target *target) {
+    pause_for_test();
     for (int index = 0; index < 2; index++) {
         if (target->file_fds[index] >= 0) fsync(target->file_fds[index]);
     }
@@ -111,6 +112,7 @@ static void write_regions(const tb_crash_target *target, undo *done) {
         for (int byte = 0; byte < 8; byte++) headers[index][MARKER_OFFSET + byte] = (uint8_t)(marker >> (8 * byte));
         headers[index][HEADER - 1] = 0;  // the claim byte
     }
+    pause_for_test();
     // An append that did not see the claim finishes before the records are read (at most 1 s: the
     // appending thread may be this one, stopped by the crash).
     if (target->appending != NULL) {
@@ -152,7 +154,6 @@ static void write_targets(void) {
         __atomic_add_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&slots[index].state, __ATOMIC_SEQ_CST) == 2) {
             tb_crash_target target = slots[index].target;
-            pause_for_test();
             if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
             else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
         }

@@ -305,9 +305,11 @@ public final class TelemetryBuffer: Sendable {
             oldest = oldest ?? FileTransport.creationDate(ofName: url.lastPathComponent)
             guard let envelope = try? EnvelopeReader(Array(data)) else { continue }
             let kind = envelope.items.first { $0.type != "client_report" }?.type ?? envelope.items.first?.type ?? "empty"
+            // Counts read from a file: saturated, never trapping on a crafted `item_count`.
+            let items = envelope.items.filter { $0.type == kind }.reduce(0) { $0.saturatingAdding(max(0, $1.itemCount ?? 1)) }
             stored[kind, default: .init()].envelopes += 1
             stored[kind, default: .init()].bytes += data.count
-            stored[kind, default: .init()].items += envelope.items.filter { $0.type == kind }.reduce(0) { $0 + ($1.itemCount ?? 1) }
+            stored[kind, default: .init()].items = stored[kind, default: .init()].items.saturatingAdding(items)
         }
         let drops = (reports.totals()?.entries ?? []).reduce(into: [String: Int]()) {
             $0["\($1.reason.rawValue)/\($1.category.rawValue)"] = $1.quantity

@@ -1,6 +1,7 @@
 /// Why a `TelemetryBuffer` (or a `FileTransport`) could not be created or could not store data.
 public enum TelemetryBufferError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The DSN cannot be parsed; `reason` says which part is wrong.
+    /// The DSN cannot be parsed; `reason` says which part is wrong. The DSN is given with its secret key
+    /// (if any) replaced by `***`.
     case invalidDSN(String, reason: String)
     /// An option is out of its allowed range.
     case invalidOption(name: String, reason: String)

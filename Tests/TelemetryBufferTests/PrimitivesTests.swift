@@ -74,9 +74,23 @@ final class DSNTests: XCTestCase {
                 guard case .invalidDSN(let dsn, let why) = error as? TelemetryBufferError else {
                     return XCTFail("\(text): \(error)")
                 }
-                XCTAssertEqual(dsn, text)
+                XCTAssertEqual(dsn, ["https://k:s%20t@h/1": "https://k:***@h/1", "https://k%0D%0AX:1@h/1": "https://k%0D%0AX:***@h/1"][text] ?? text)
                 XCTAssertTrue(why.contains(reason), "\(text): '\(why)' should mention \(reason)")
             }
+        }
+    }
+
+    /// A DSN's secret key appears in no description or error message (they end up in logs).
+    func testTheSecretKeyIsRedacted() throws {
+        let dsn = try DSN("https://public:s3cret@o1.ingest.sentry.io/42")
+        XCTAssertEqual(dsn.secretKey, "s3cret")
+        XCTAssertEqual(dsn.description, "https://public:***@o1.ingest.sentry.io/42")
+        XCTAssertEqual(try DSN("https://public@o1.ingest.sentry.io/42").description, "https://public@o1.ingest.sentry.io/42")
+        XCTAssertThrowsError(try DSN("https://public:s3cret@o1.ingest.sentry.io/42?x=1")) { error in
+            XCTAssertFalse("\(error)".contains("s3cret"), "\(error)")
+        }
+        XCTAssertThrowsError(try TelemetryBuffer(options: Options(dsn: "https://public:s3cret@/42"))) { error in
+            XCTAssertFalse("\(error)".contains("s3cret"), "\(error)")
         }
     }
 }

@@ -113,8 +113,9 @@ int tb_crash_register(const tb_crash_target *target);
 /// crashing) is waited for, so the caller may then free what the target names.
 void tb_crash_unregister(int slot);
 
-/// Test hook: from now on the handler, once it has taken a target, creates the file `path` and sleeps
-/// `pause_ms` before it uses the target (so a test can unregister it meanwhile). `path` must outlive it.
+/// Test hook: from now on the handler, once it has taken a target (and claimed its regions), creates the
+/// file `path` and sleeps `pause_ms` before it reads them (so a test can unregister the target meanwhile).
+/// `path` must outlive it.
 void tb_crash_test_pause(const char *path, int pause_ms);
 
 /// Gives the calling thread an alternate signal stack of TB_CRASH_ALTERNATE_STACK_SIZE bytes, unless it

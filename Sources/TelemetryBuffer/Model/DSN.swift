@@ -2,7 +2,7 @@ import Foundation
 
 /// A parsed Sentry DSN: `{scheme}://{public_key}[:{secret}]@{host}[:{port}]{path}/{project_id}`.
 public struct DSN: Sendable, Hashable, CustomStringConvertible {
-    /// The DSN exactly as given; it is what the per-DSN folder name is hashed from.
+    /// The DSN exactly as given, secret key included; it is what the per-DSN folder name is hashed from.
     public let string: String
     /// `http` or `https`.
     public let scheme: String
@@ -23,7 +23,7 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a DSN, or throws `TelemetryBufferError.invalidDSN` saying which part is wrong.
     public init(_ string: String) throws {
-        func fail(_ reason: String) -> TelemetryBufferError { .invalidDSN(string, reason: reason) }
+        func fail(_ reason: String) -> TelemetryBufferError { .invalidDSN(Self.redacted(string), reason: reason) }
         guard !string.isEmpty else { throw fail("it is empty") }
         guard let components = URLComponents(string: string) else { throw fail("it is not a URL") }
         guard let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
@@ -78,6 +78,16 @@ public struct DSN: Sendable, Hashable, CustomStringConvertible {
             ? String(digits) : nil
     }
 
-    /// The DSN as given.
-    public var description: String { string }
+    /// The DSN as given, with the secret key (if any) replaced by `***`: descriptions end up in logs.
+    public var description: String { Self.redacted(string) }
+
+    /// `text` with whatever follows a `:` in its user part (the secret key) replaced by `***`.
+    static func redacted(_ text: String) -> String {
+        guard let scheme = text.range(of: "://") else { return text }
+        let authorityEnd = text[scheme.upperBound...].firstIndex(of: "/") ?? text.endIndex
+        guard let at = text[scheme.upperBound..<authorityEnd].lastIndex(of: "@"),
+              let colon = text[scheme.upperBound..<at].firstIndex(of: ":")
+        else { return text }
+        return String(text[..<text.index(after: colon)]) + "***" + String(text[at...])
+    }
 }

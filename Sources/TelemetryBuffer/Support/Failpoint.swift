@@ -40,7 +40,7 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// follow (the path taken after a process death, see `Recovery`).
     case recoveryListDone = "recovery.list-done"
 
-    /// The crash handler has taken a buffer's registration and not used it yet. Only `hold`, and it is a
+    /// The crash handler has taken a buffer's registration (and claimed its regions) and not read them yet. Only `hold`, and it is a
     /// pause: the handler creates the held file, waits 500 ms, then goes on (armed when a buffer registers).
     case crashHandler = "crash.handler"
 

@@ -53,8 +53,8 @@ final class ClientReportRecorder: Sendable {
         guard quantity > 0 else { return }
         let slot = Self.slot(reason, category)
         counts.withLock {
-            $0.pending[slot] += quantity
-            $0.total[slot] += quantity
+            $0.pending[slot] = $0.pending[slot].saturatingAdding(quantity)
+            $0.total[slot] = $0.total[slot].saturatingAdding(quantity)
         }
     }
 
@@ -64,10 +64,10 @@ final class ClientReportRecorder: Sendable {
         case .log:
             let itemSlot = Self.slot(reason, .logItem), byteSlot = Self.slot(reason, .logByte)
             counts.withLock {
-                $0.pending[itemSlot] += 1
-                $0.pending[byteSlot] += bytes
-                $0.total[itemSlot] += 1
-                $0.total[byteSlot] += bytes
+                $0.pending[itemSlot] = $0.pending[itemSlot].saturatingAdding(1)
+                $0.pending[byteSlot] = $0.pending[byteSlot].saturatingAdding(bytes)
+                $0.total[itemSlot] = $0.total[itemSlot].saturatingAdding(1)
+                $0.total[byteSlot] = $0.total[byteSlot].saturatingAdding(bytes)
             }
         case .span:
             record(reason, .span)
@@ -91,7 +91,10 @@ final class ClientReportRecorder: Sendable {
     /// Puts counts back after the envelope that carried them was not accepted.
     func restore(_ report: ClientReport) {
         counts.withLock { counts in
-            for entry in report.entries { counts.pending[Self.slot(entry.reason, entry.category)] += entry.quantity }
+            for entry in report.entries {
+                let slot = Self.slot(entry.reason, entry.category)
+                counts.pending[slot] = counts.pending[slot].saturatingAdding(entry.quantity)
+            }
         }
     }
 
