@@ -12,7 +12,10 @@ let package = Package(
         // What Swift cannot do: promise async-signal-safety (the crash handler, the atomics it reads) and
         // reach the CPU's CRC-32C and vector instructions (checksums, the scan of JSON strings).
         .target(name: "CTelemetrySignals"),
-        .target(name: "TelemetryBuffer", dependencies: ["CTelemetrySignals"]),
+        // Failpoints (test hooks that kill, crash or stall the process at a named step) exist in debug
+        // builds only: a release build of the library reads no such variable from the environment.
+        .target(name: "TelemetryBuffer", dependencies: ["CTelemetrySignals"],
+                swiftSettings: [.define("TELEMETRY_BUFFER_FAILPOINTS", .when(configuration: .debug))]),
         .executableTarget(name: "telemetry-demo", dependencies: ["TelemetryBuffer"]),
         // The tests run the demo as a child process, so it must be built with them.
         .testTarget(name: "TelemetryBufferTests", dependencies: ["TelemetryBuffer", "telemetry-demo"]),

@@ -22,13 +22,19 @@ static int installed[SIGNAL_COUNT];
 
 typedef struct slot {
     int state;    // 0 free, 1 being filled, 2 ready
-    int readers;  // handlers reading the target now
+    int readers;  // handlers holding the target: one reading it now, or one whose writes are not yet settled
     tb_crash_target target;
 } slot;
 static slot slots[TB_CRASH_MAX_TARGETS];
 
-static int handling;           // 0 idle, 1 writing, 2 written
-static pthread_t writer;       // the thread writing, valid while handling != 0
+// The one handler that writes: the thread (0 when none) and how far it is. A handler that returns (the
+// previous one did not end the process) leaves its files and claims; `tb_crash_settle`, in normal code a
+// second later, decides the process survived and undoes them. Deciding inside the handler would be wrong
+// both ways: `abort()` raises again after a handler returns, and a fault returns to its instruction.
+enum { IDLE = 0, WRITING = 1, HANDING_ON = 2, RETURNED = 3, SETTLING = 4 };
+static uintptr_t owner;
+static int phase;
+static struct timespec returned_at;
 
 int tb_forked_child;
 
@@ -37,6 +43,7 @@ static int test_pause_ms;
 
 // What the writing handler did, so that it can be undone if the process survives the signal.
 typedef struct undo {
+    int held;  // the slot's reader count is held until settled
     int directory_fd;
     const char *names[2];
     uint64_t *claimed[2];
@@ -113,11 +120,16 @@ static void write_regions(const tb_crash_target *target, undo *done) {
         headers[index][HEADER - 1] = 0;  // the claim byte
     }
     pause_for_test();
-    // An append that did not see the claim finishes before the records are read (at most 1 s: the
-    // appending thread may be this one, stopped by the crash).
+    // An append on another thread that did not see the claim finishes before the records are read (at
+    // most 1 s; one on this thread was stopped by the crash and never returns).
     if (target->appending != NULL) {
+        uintptr_t self = (uintptr_t)pthread_self();
         struct timespec pause = { 0, 100000 };
-        for (int waited = 0; waited < 10000 && __atomic_load_n(target->appending, __ATOMIC_SEQ_CST) != 0; waited++) nanosleep(&pause, NULL);
+        for (int waited = 0; waited < 10000; waited++) {
+            uintptr_t appender = __atomic_load_n(target->appending, __ATOMIC_SEQ_CST);
+            if (appender == 0 || appender == self) break;
+            nanosleep(&pause, NULL);
+        }
     }
     for (int index = 0; index < 2; index++) {
         const uint8_t *region = target->regions[index];
@@ -148,30 +160,34 @@ static void write_regions(const tb_crash_target *target, undo *done) {
 
 static void write_targets(void) {
     for (int index = 0; index < TB_CRASH_MAX_TARGETS; index++) {
-        undos[index] = (undo){ -1, { NULL, NULL }, { NULL, NULL } };
+        undos[index] = (undo){ 0, -1, { NULL, NULL }, { NULL, NULL } };
         // Announce the read before checking the slot: `tb_crash_unregister` clears the slot, then waits
-        // for readers, so either this sees it cleared or it waits for this.
+        // for readers, so either this sees it cleared or it waits for this (and for the settling).
         __atomic_add_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&slots[index].state, __ATOMIC_SEQ_CST) == 2) {
-            tb_crash_target target = slots[index].target;
-            if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
-            else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
+        if (__atomic_load_n(&slots[index].state, __ATOMIC_SEQ_CST) != 2) {
+            __atomic_sub_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
+            continue;
         }
-        __atomic_sub_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
+        undos[index].held = 1;
+        tb_crash_target target = slots[index].target;
+        if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
+        else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
     }
 }
 
-/// The process goes on after all: what the handler wrote would publish its items a second time, and its
-/// claims would stop every later forward. Remove the files, release the claims.
+/// The process survived: what the handler wrote would publish its items a second time, and its claims
+/// would stop every later forward. Remove the files, release the claims, let go of the slots.
 static void undo_targets(void) {
     for (int index = 0; index < TB_CRASH_MAX_TARGETS; index++) {
         undo *done = &undos[index];
+        if (!done->held) continue;
         for (int region = 0; region < 2; region++) {
             if (done->names[region] != NULL) unlinkat(done->directory_fd, done->names[region], 0);
             if (done->claimed[region] != NULL) __atomic_fetch_and(done->claimed[region], ~TB_MARKER_CLAIMED, __ATOMIC_SEQ_CST);
         }
         if (done->directory_fd >= 0) fsync(done->directory_fd);
-        undos[index] = (undo){ -1, { NULL, NULL }, { NULL, NULL } };
+        undos[index] = (undo){ 0, -1, { NULL, NULL }, { NULL, NULL } };
+        __atomic_sub_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
     }
 }
 
@@ -190,20 +206,36 @@ static int install_one(int index) {
     action.sa_sigaction = handle;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&action.sa_mask);
+    // A SIGTERM (say, the system ending the app) waits until the handler is done with its writes.
+    sigaddset(&action.sa_mask, SIGTERM);
     return sigaction(signals_handled[index], &action, NULL);
 }
 
-/// Hands the signal on as if we had never been there: the previous action is put back, then a default
-/// action is taken by raising the signal again (the process dies of the original signal), an ignored
-/// signal stays ignored, an SA_SIGINFO handler is called with the original info and context (so a
-/// backtracer sees the crash, not us), and a plain handler is called. Returns if the process survives.
+/// Whether two actions call the same thing (sa_handler and sa_sigaction share storage).
+static int same_action(const struct sigaction *first, const struct sigaction *second) {
+    return first->sa_handler == second->sa_handler && (first->sa_flags & SA_SIGINFO) == (second->sa_flags & SA_SIGINFO);
+}
+
+/// Hands the signal on as if we had never been there. If our action is the installed one, the previous
+/// action is put back first (a handler installed after ours that chained to us is left in place); then a
+/// default action is taken by raising the signal again (the process dies of the original signal), an
+/// ignored signal stays ignored (a fault still ends the process when its instruction runs again: the
+/// kernel does not let a fault be ignored), an SA_SIGINFO handler is called with the original info and
+/// context (so a backtracer sees the crash, not us), and a plain handler is called. Returns if the
+/// process survives (or a fault is to happen again).
 static void chain(int signal, siginfo_t *info, void *context) {
     int index = signal_index(signal);
     if (index < 0) return;
-    struct sigaction previous = previous_actions[index];
-    sigaction(signal, &previous, NULL);
+    struct sigaction previous = previous_actions[index], current;
+    if (sigaction(signal, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle) {
+        sigaction(signal, &previous, NULL);
+    }
     // sa_handler and sa_sigaction share storage: SIG_DFL and SIG_IGN are checked before SA_SIGINFO.
     if (previous.sa_handler == SIG_DFL) {
+        struct sigaction fallback;
+        memset(&fallback, 0, sizeof fallback);
+        fallback.sa_handler = SIG_DFL;
+        sigaction(signal, &fallback, NULL);
         raise(signal);
     } else if (previous.sa_handler == SIG_IGN) {
         // Nothing to call.
@@ -214,44 +246,53 @@ static void chain(int signal, siginfo_t *info, void *context) {
     }
 }
 
-/// Whether two actions call the same thing (sa_handler and sa_sigaction share storage).
-static int same_action(const struct sigaction *first, const struct sigaction *second) {
-    return first->sa_handler == second->sa_handler && (first->sa_flags & SA_SIGINFO) == (second->sa_flags & SA_SIGINFO);
-}
-
 static void handle(int signal, siginfo_t *info, void *context) {
     int saved_errno = errno;
-    int expected = 0;
-    int wrote = 0;
+    uintptr_t self = (uintptr_t)pthread_self(), expected = 0;
     if (tb_in_forked_child()) {
         // The parent's folder and lists: not ours to write.
-    } else if (__atomic_compare_exchange_n(&handling, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        writer = pthread_self();
+    } else if (__atomic_compare_exchange_n(&owner, &expected, self, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&phase, WRITING, __ATOMIC_RELEASE);
         write_targets();
-        __atomic_store_n(&handling, 2, __ATOMIC_RELEASE);
-        wrote = 1;
-    } else if (expected == 1 && !pthread_equal(writer, pthread_self())) {
-        // Another thread is writing: let it finish (at most 2 s) before this one ends the process.
-        struct timespec pause = { 0, 1000000 };
-        for (int waited = 0; waited < 2000 && __atomic_load_n(&handling, __ATOMIC_ACQUIRE) == 1; waited++) nanosleep(&pause, NULL);
-    }
-    errno = saved_errno;
-    chain(signal, info, context);
-    // The previous handler returned. If it changed the action (the Swift runtime's backtracer sets the
-    // default one), it expects the returning fault to happen again and end the process: leave everything
-    // as it is. Otherwise the process survives the signal: undo what was written, take the signal back.
-    int index = signal_index(signal);
-    struct sigaction now;
-    if (index < 0 || sigaction(signal, NULL, &now) != 0 || !same_action(&now, &previous_actions[index])) {
+        __atomic_store_n(&phase, HANDING_ON, __ATOMIC_RELEASE);
+        errno = saved_errno;
+        chain(signal, info, context);
+        // Still here: the process may survive, or die a moment later (see `owner`).
+        clock_gettime(CLOCK_MONOTONIC, &returned_at);
+        __atomic_store_n(&phase, RETURNED, __ATOMIC_RELEASE);
         errno = saved_errno;
         return;
+    } else if (expected != self) {
+        // Another thread is writing: let it finish (at most 10 s) before this one ends the process.
+        struct timespec pause = { 0, 1000000 };
+        for (int waited = 0; waited < 10000 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == WRITING; waited++) nanosleep(&pause, NULL);
     }
-    if (wrote) {
-        undo_targets();
-        __atomic_store_n(&handling, 0, __ATOMIC_RELEASE);
-    }
-    if (installed[index]) install_one(index);
+    // The files of an earlier signal (not settled yet) stay as they are: they hold every item, since the
+    // claims refuse new ones.
     errno = saved_errno;
+    chain(signal, info, context);
+    errno = saved_errno;
+}
+
+int tb_crash_settle(void) {
+    if (__atomic_load_n(&phase, __ATOMIC_ACQUIRE) != RETURNED) {
+        return __atomic_load_n(&owner, __ATOMIC_ACQUIRE) == 0 ? 0 : 1;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long elapsed_ms = (long long)(now.tv_sec - returned_at.tv_sec) * 1000 + (now.tv_nsec - returned_at.tv_nsec) / 1000000;
+    int expected = RETURNED;
+    if (elapsed_ms < 1000 || !__atomic_compare_exchange_n(&phase, &expected, SETTLING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
+    undo_targets();
+    // Take back the signals whose previous action `chain` put back, unless someone changed them since.
+    for (int index = 0; index < SIGNAL_COUNT; index++) {
+        struct sigaction current;
+        if (installed[index] && sigaction(signals_handled[index], NULL, &current) == 0
+            && same_action(&current, &previous_actions[index])) install_one(index);
+    }
+    __atomic_store_n(&phase, IDLE, __ATOMIC_RELEASE);
+    __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+    return 0;
 }
 
 // MARK: Installation
@@ -280,8 +321,9 @@ int tb_crash_install(int signals) {
         int wanted = index < FATAL_COUNT ? (signals & TB_CRASH_SIGNALS_FATAL) : (signals & TB_CRASH_SIGNALS_TERM);
         if (!wanted || installed[index]) continue;
         if (sigaction(signals_handled[index], NULL, &previous_actions[index]) != 0) return errno;
+        // An ignored SIGTERM cannot end the process. (An ignored fault still does, and so does `abort()`.)
         // sa_handler shares storage with sa_sigaction: SIG_IGN whatever the flags say.
-        if (previous_actions[index].sa_handler == SIG_IGN) continue;
+        if (signals_handled[index] == SIGTERM && previous_actions[index].sa_handler == SIG_IGN) continue;
         if (install_one(index) != 0) return errno;
         installed[index] = 1;
     }
@@ -316,10 +358,13 @@ int tb_crash_register(const tb_crash_target *target) {
 void tb_crash_unregister(int slot) {
     if (slot < 0 || slot >= TB_CRASH_MAX_TARGETS) return;
     __atomic_store_n(&slots[slot].state, 0, __ATOMIC_SEQ_CST);
-    // A handler on another thread may have taken the target a moment ago: the process is ending, or it
-    // survives and the handler is done within its writes.
+    // A handler may hold the target: one on another thread reading it (the process is ending), or one
+    // that returned and is settled a second later.
     struct timespec pause = { 0, 1000000 };
-    while (__atomic_load_n(&slots[slot].readers, __ATOMIC_SEQ_CST) != 0) nanosleep(&pause, NULL);
+    while (__atomic_load_n(&slots[slot].readers, __ATOMIC_SEQ_CST) != 0) {
+        tb_crash_settle();
+        nanosleep(&pause, NULL);
+    }
 }
 
 void tb_crash_test_pause(const char *path, int pause_ms) {

@@ -68,8 +68,10 @@ public struct Options: Sendable {
     /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`,
     /// which the uploader drains. Another transport takes envelopes as they are made, and no uploader runs.
     public var transport: (any Transport)?
-    /// Receives the buffer's own diagnostics (drops, I/O failures). Called on the buffer's background
-    /// queue or the calling thread; keep it fast.
+    /// Receives the buffer's own diagnostics (drops, I/O failures), asynchronously and in order, on a serial
+    /// queue of the library's own (one for every buffer of the process): it may call any method of any
+    /// buffer, `flush()` and `close()` included. `close()` and a graceful exit wait (at most 2 s) for the
+    /// diagnostics reported before them.
     public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
 
     /// Options with every default and the given DSN.

@@ -274,6 +274,7 @@ public final class TelemetryBuffer: Sendable {
             folder.release()
         }
         uploader?.close()
+        Diagnostics.drain()
     }
 
     /// The server refused the DSN for good: refuse later items; for an invalid key also drop what is stored.

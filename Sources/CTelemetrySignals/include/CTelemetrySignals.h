@@ -1,6 +1,7 @@
 #ifndef C_TELEMETRY_SIGNALS_H
 #define C_TELEMETRY_SIGNALS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,10 +41,14 @@ static inline int tb_marker_claimed(const uint64_t *word) {
     return (__atomic_load_n(word, __ATOMIC_SEQ_CST) & TB_MARKER_CLAIMED) != 0;
 }
 
-/// Marks an append to a claimable region as under way (1) or done (0). Between the two, the append checks
-/// the claim: either it sees the claim and refuses the item, or the handler sees it under way and waits
-/// for it, so an item is never acknowledged after the handler read its region.
-static inline void tb_appending_store(int *word, int value) { __atomic_store_n(word, value, __ATOMIC_SEQ_CST); }
+/// Marks an append to a claimable region as under way on this thread. Between this and
+/// `tb_appending_end`, the append checks the claim: either it sees the claim and refuses the item, or the
+/// handler sees the append under way and waits for it (unless it runs on this very thread), so an item is
+/// never acknowledged after the handler read its region.
+static inline void tb_appending_begin(uintptr_t *word) { __atomic_store_n(word, (uintptr_t)pthread_self(), __ATOMIC_SEQ_CST); }
+
+/// Marks the append done.
+static inline void tb_appending_end(uintptr_t *word) { __atomic_store_n(word, 0, __ATOMIC_SEQ_CST); }
 
 /// Set in the child of a `fork()` (without `exec`) of a process that created a buffer: the child shares
 /// the parent's mapped lists and folder, so its buffers accept nothing and its crash handler writes nothing.
@@ -89,7 +94,7 @@ typedef struct tb_crash_target {
     /// TB_CRASH_WRITE_REGIONS: the file name for each region (shorter than TB_CRASH_NAME_SIZE), and the
     /// word appends mark themselves under way in (`tb_appending_store`).
     const char *names[2];
-    int *appending;
+    uintptr_t *appending;
 } tb_crash_target;
 
 /// The signals the handler takes: SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS.
@@ -112,6 +117,13 @@ int tb_crash_register(const tb_crash_target *target);
 /// Frees a slot. On return no handler reads its target any more: one that is reading it (another thread
 /// crashing) is waited for, so the caller may then free what the target names.
 void tb_crash_unregister(int slot);
+
+/// Called from normal code (never from a handler) where a claim got in the way: if a handler returned from
+/// its signal at least a second ago, the process survived it, so its files are removed, its claims
+/// released and the handler installed again. Returns 0 when no handler holds anything (any more), 1 while
+/// one is writing, handing the signal on, or returned less than a second ago (the process may yet die of
+/// it, as `abort()` does when a handler returns).
+int tb_crash_settle(void);
 
 /// Test hook: from now on the handler, once it has taken a target (and claimed its regions), creates the
 /// file `path` and sleeps `pause_ms` before it reads them (so a test can unregister the target meanwhile).

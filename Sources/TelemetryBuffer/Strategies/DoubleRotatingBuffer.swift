@@ -1,3 +1,4 @@
+import CTelemetrySignals
 import Foundation
 
 /// The DoubleRotatingBuffer strategy (the default): two crash-safe lists in `MAP_SHARED` files, each
@@ -119,6 +120,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     func forward(everything: Bool) {
+        // After a crash signal the process survived, the handler is settled here at the latest (it holds no
+        // claim on these lists, only the process-wide handler state).
+        _ = tb_crash_settle()
         var published: [Published] = []
         for _ in 0..<(everything ? 2 : 1) {
             guard let batch = regions.beginForwarding() else { break }

@@ -35,26 +35,44 @@ final class FlushAll: BufferStrategy {
     func forward(everything: Bool) {
         // The region already waiting (or the active one), then, for everything, the one active now.
         for _ in 0..<(everything ? 2 : 1) {
-            guard let batch = regions.beginForwarding() else { break }
-            let region = regions.region(batch.index)
             do {
-                // `captured`: staged by an earlier forward that the handler stopped before the reset.
-                if region.publication.state != .captured {
-                    try batcher.stage(batcher.batches(batch.records), in: folder) { try region.mark($0) }.sync()
+                guard try publishNext() else { break }
+            } catch is CrashInProgress {
+                // The crash handler claimed the half. The process ends, and recovery publishes the half from
+                // the handler's file; or it survives the signal, the claim goes, and the half is published now.
+                CrashRegistration.awaitSettled()
+                do {
+                    guard try publishNext() else { break }
+                } catch {
+                    batcher.diagnostics.log(.error, "could not publish a batch: \(error)")
+                    break
                 }
-                try regions.endForwarding()
-                Failpoint.publishEmptied.hit()
             } catch {
-                batcher.diagnostics.log(.error, "could not publish a batch of \(regions.itemCount) items: \(error)")
+                batcher.diagnostics.log(.error, "could not publish a batch: \(error)")
                 break
             }
         }
         folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
     }
 
+    /// Publishes the pending half (or the active one, swapped); `false` when nothing is held.
+    private func publishNext() throws -> Bool {
+        guard let batch = regions.beginForwarding() else { return false }
+        let region = regions.region(batch.index)
+        // `captured`: staged by an earlier forward that the handler stopped before the reset.
+        if region.publication.state != .captured {
+            try batcher.stage(batcher.batches(batch.records), in: folder) { try region.mark($0) }.sync()
+        }
+        try regions.endForwarding()
+        Failpoint.publishEmptied.hit()
+        return true
+    }
+
     func close() {
         regions.close()
         forward(everything: true)
+        // What could not be stored (a full disk) goes with the process: counted.
+        regions.forEachHeldRecord { batcher.reports.recordDrop(of: $0.category, bytes: $0.payload.count, reason: .internalSDKError) }
     }
 
     var isEmpty: Bool { regions.isEmpty }

@@ -21,6 +21,7 @@ enum LiveBuffers {
         atexit {
             LiveBuffers.each { $0.flush(timeout: LiveBuffers.exitTimeout) }
             LiveBuffers.awaitReleases()
+            Diagnostics.drain()
         }
         #if canImport(UIKit) && !os(watchOS)
         // The raw name of UIApplication.didEnterBackgroundNotification, so this file needs no UIKit import.

@@ -8,8 +8,9 @@ import CTelemetrySignals
 /// dropped and reported as `buffer_overflow` (see `BatchTally` for what that does to a span's trace).
 ///
 /// Regions the crash handler writes out (FlushAll's, in memory) are `claimable`: each append marks itself
-/// under way and checks the handler's claim first (`tb_appending_store`), so no item is acknowledged after
-/// the handler read its region; once claimed, appends are refused.
+/// under way and checks the handler's claim first (`tb_appending_begin`), so no item is acknowledged after
+/// the handler read its region; once claimed, appends are refused (until `tb_crash_settle` finds that the
+/// process survived the signal).
 final class RotatingRegions: @unchecked Sendable {
     private struct State {
         var tallies = [BatchTally(), BatchTally()]
@@ -34,8 +35,8 @@ final class RotatingRegions: @unchecked Sendable {
     private let unmanaged: (Unmanaged<RecordRegion>, Unmanaged<RecordRegion>)
     private let maxLogs: Int
     private let maxSpans: Int
-    /// For claimable regions: 1 while an append is under way, read by the crash handler.
-    let appending: UnsafeMutablePointer<Int32>?
+    /// For claimable regions: the appending thread while an append is under way, read by the crash handler.
+    let appending: UnsafeMutablePointer<UInt>?
 
     /// Logs or spans that reach `maxLogs` or `maxSpans` in a region ask for a forward.
     init(_ first: RecordRegion, _ second: RecordRegion, maxLogs: Int, maxSpans: Int, claimable: Bool = false) {
@@ -66,9 +67,11 @@ final class RotatingRegions: @unchecked Sendable {
                 rotated = true
             }
             if let appending {
-                tb_appending_store(appending, 1)
-                guard !withRegion(state.active, \.isClaimed) else {
-                    tb_appending_store(appending, 0)
+                tb_appending_begin(appending)
+                // Claimed: the process is crashing, or survived a signal (then the claim goes here, once).
+                guard !withRegion(state.active, \.isClaimed) || (tb_crash_settle() == 0 && !withRegion(state.active, \.isClaimed))
+                else {
+                    tb_appending_end(appending)
                     return .rejected(.internalSDKError)
                 }
             }
@@ -78,7 +81,7 @@ final class RotatingRegions: @unchecked Sendable {
                 target.append(category: item.category, id: id, payload: item.payload, payloadCRC: item.payloadCRC)
                 return wasEmpty
             }
-            if let appending { tb_appending_store(appending, 0) }
+            if let appending { tb_appending_end(appending) }
             let limitReached = state.tally(state.active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
             return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
         }
@@ -119,6 +122,13 @@ final class RotatingRegions: @unchecked Sendable {
             try region(index).reset()
             state.tallies[index] = BatchTally()
             state.pending = false
+        }
+    }
+
+    /// Calls `body` with every record the regions still hold (for counting what `close()` could not store).
+    func forEachHeldRecord(_ body: (RecordFraming.Record) -> Void) {
+        state.withLock { _ in
+            for region in [first, second] { RecordFraming.forEachRecord(in: region.records, body) }
         }
     }
 

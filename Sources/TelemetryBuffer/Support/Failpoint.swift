@@ -10,6 +10,7 @@ import Musl
 
 /// Named steps of publishing and recovery where the kill and crash tests stop a process, or make a step fail.
 ///
+/// In debug builds only (`TELEMETRY_BUFFER_FAILPOINTS`, see Package.swift),
 /// `TELEMETRY_BUFFER_FAILPOINT=<name>[:<action>]` arms one step. The first time a thread reaches it
 /// (`hit()`) the process is killed with SIGKILL (no action, or `kill`), the thread crashes with a real
 /// null-pointer write (`segv`: the crash handler runs in the middle of the step), or the thread stops there
@@ -53,11 +54,16 @@ enum Failpoint: String, CaseIterable, Sendable {
         case kill, segv, hold
     }
 
+    #if TELEMETRY_BUFFER_FAILPOINTS
     private static let armed: (step: String, action: Action)? = {
         guard let value = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"] else { return nil }
         let parts = value.split(separator: ":", maxSplits: 1).map(String.init)
         return (parts.first ?? "", parts.count > 1 ? Action(rawValue: parts[1]) ?? .kill : .kill)
     }()
+    #else
+    /// Release builds: never armed, whatever the environment says.
+    private static let armed: (step: String, action: Action)? = nil
+    #endif
 
     /// Kills, crashes or holds the calling thread here if this failpoint is armed (see the type's doc).
     func hit() {
@@ -69,9 +75,11 @@ enum Failpoint: String, CaseIterable, Sendable {
             // A real fault on this thread, not a signal sent to the process.
             UnsafeMutablePointer<Int>(bitPattern: Int(getpid() < 0 ? 16 : 8))!.pointee = 42
         case .hold:
+            #if TELEMETRY_BUFFER_FAILPOINTS
             if let path = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] {
                 close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600))
             }
+            #endif
             while true { sleep(60) }
         }
     }
@@ -83,9 +91,11 @@ enum Failpoint: String, CaseIterable, Sendable {
     }
 
     private static let handlerPause: Void = {
+        #if TELEMETRY_BUFFER_FAILPOINTS
         guard let path = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] else { return }
         // Never freed: the handler may read it at any time.
         tb_crash_test_pause(strdup(path), 500)
+        #endif
     }()
 
     /// Throws an I/O error (`EIO`) for `path` if this failpoint is armed.

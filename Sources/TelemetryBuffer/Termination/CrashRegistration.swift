@@ -8,7 +8,7 @@ struct CrashPlan {
         case syncFiles(descriptors: [Int32])
         /// Claim each region and write it verbatim as the file of the same index in `names`, in
         /// `directory`, for start-up recovery (FlushAll); `appending` is the regions' append-under-way word.
-        case writeRegions(names: [String], appending: UnsafeMutablePointer<Int32>?)
+        case writeRegions(names: [String], appending: UnsafeMutablePointer<UInt>?)
     }
 
     var regions: [RecordRegion]
@@ -87,6 +87,13 @@ final class CrashRegistration: @unchecked Sendable {
             throw TelemetryBufferError.crashHandlerUnavailable(reason: "sigaction failed: \(FileSystem.errnoText(-slot - 1))")
         }
         self.slot = slot
+    }
+
+    /// Returns once no crash handler holds a claim: at once when none does; a second or so after a handler
+    /// returned from a signal the process survived (`tb_crash_settle` then undoes what it wrote); never
+    /// while a handler writes or hands the signal on (the process is ending). Normal code only.
+    static func awaitSettled() {
+        while tb_crash_settle() != 0 { usleep(10_000) }
     }
 
     /// Removes the entry, waiting for a handler that is reading it on another thread; the last one restores

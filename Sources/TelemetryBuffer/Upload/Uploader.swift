@@ -29,7 +29,7 @@ final class Uploader: @unchecked Sendable {
     private let diagnostics: Diagnostics
     private let stopped = Locked<(@Sendable (UploadStop) -> Void)?>(nil)
     private let closed = Locked(false)
-    /// The state, read by `stats` from any thread; written only on `queue`.
+    /// The state, read by `stats` from any thread; written on `queue`, and by `close()`.
     private let current = Locked(UploadState.idle)
     // Touched only on `queue`.
     private var failures = 0
@@ -82,10 +82,11 @@ final class Uploader: @unchecked Sendable {
     /// Stops for good without a reason from the server: no request starts after this call.
     func stop() { closed.withLock { $0 = true } }
 
-    /// Stops like `stop()` and waits for a request under way (the buffer closed).
+    /// Stops like `stop()`; returns at once (a request under way is not waited for: if the server
+    /// acknowledges it later, its file is removed then; otherwise the file stays for the next start).
     func close() {
         stop()
-        queue.sync { set(.disabled) }
+        set(.disabled)
     }
 
     /// Sends the oldest envelope whose categories are not rate-limited.
@@ -130,15 +131,19 @@ final class Uploader: @unchecked Sendable {
         let report = reports.take()
         let request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
                                   timeout: options.requestTimeout)
-        let done = DispatchSemaphore(value: 0)
-        let result = Locked<Result<HTTPResponse, any Error>?>(nil)
-        client.send(request) { outcome in
-            result.withLock { $0 = outcome }
-            done.signal()
+        // The queue does not wait for the response: `close()` never waits for a request under way, and a
+        // client that never calls back stalls only the upload, not the buffer.
+        client.send(request) { [self] outcome in
+            queue.async { self.finish(url, report: report, outcome) }
         }
-        done.wait()
+    }
+
+    /// What a response (or a network error) means for the envelope `url`; after `close()`, only what
+    /// concerns the file and the counts is done, and the state stays `disabled`.
+    private func finish(_ url: URL, report: ClientReport?, _ outcome: Result<HTTPResponse, any Error>) {
+        defer { if closed.withLock({ $0 }) { set(.disabled) } }
         let name = url.lastPathComponent
-        switch result.withLock({ $0 })! {
+        switch outcome {
         case .failure(let error):
             diagnostics.log(.info, "upload: \(name) → network error: \(error)")
             retryLater(report)
