@@ -1,6 +1,7 @@
 // The crash handler. Everything reachable from `handle` is async-signal-safe: it reads state prepared
-// in advance (lock-free, atomics only), calls only open/write/fsync/close/rename/unlink (their *at forms on
-// prepared folder descriptors), nanosleep, sigaction and raise, and allocates nothing.
+// in advance (lock-free, atomics only), calls only open/write/fsync (F_FULLFSYNC on Apple platforms)/
+// close/rename/unlink (their *at forms on prepared folder descriptors), clock_gettime, nanosleep,
+// sigaction and raise, and allocates nothing.
 #include "CTelemetrySignals.h"
 
 #include <errno.h>
@@ -52,6 +53,14 @@ static undo undos[TB_CRASH_MAX_TARGETS];
 
 // MARK: Small async-signal-safe helpers
 
+/// `fsync`, or on Apple platforms `fcntl(F_FULLFSYNC)` (the flush to stable storage), falling back to it.
+static void durable_sync(int fd) {
+#ifdef F_FULLFSYNC
+    if (fcntl(fd, F_FULLFSYNC) == 0) return;
+#endif
+    fsync(fd);
+}
+
 static int write_all(int fd, const void *bytes, size_t count) {
     const uint8_t *cursor = bytes;
     while (count > 0) {
@@ -101,7 +110,7 @@ static void pause_for_test(void) {
 static void sync_files(const tb_crash_target *target) {
     pause_for_test();
     for (int index = 0; index < 2; index++) {
-        if (target->file_fds[index] >= 0) fsync(target->file_fds[index]);
+        if (target->file_fds[index] >= 0) durable_sync(target->file_fds[index]);
     }
 }
 
@@ -146,13 +155,13 @@ static void write_regions(const tb_crash_target *target, undo *done) {
             unlinkat(target->directory_fd, temporary, 0);
             continue;
         }
-        fsync(fd);
+        durable_sync(fd);
         close(fd);
         if (renameat(target->directory_fd, temporary, target->directory_fd, target->names[index]) == 0) {
             done->names[index] = target->names[index];
         }
     }
-    fsync(target->directory_fd);
+    durable_sync(target->directory_fd);
     done->directory_fd = target->directory_fd;
 }
 
@@ -185,7 +194,7 @@ static void undo_targets(void) {
             if (done->names[region] != NULL) unlinkat(done->directory_fd, done->names[region], 0);
             if (done->claimed[region] != NULL) __atomic_fetch_and(done->claimed[region], ~TB_MARKER_CLAIMED, __ATOMIC_SEQ_CST);
         }
-        if (done->directory_fd >= 0) fsync(done->directory_fd);
+        if (done->directory_fd >= 0) durable_sync(done->directory_fd);
         undos[index] = (undo){ 0, -1, { NULL, NULL }, { NULL, NULL } };
         __atomic_sub_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
     }

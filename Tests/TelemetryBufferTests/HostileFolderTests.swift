@@ -34,4 +34,40 @@ final class HostileFolderTests: XCTestCase {
         defer { stored.close() }
         XCTAssertEqual(stored.stats().stored["log"]?.items, Int.max)
     }
+
+    /// Symbolic links and FIFOs with the names of buffer files: nothing is written through a link (a
+    /// planted `boot → victim` truncated and overwrote the victim), nothing blocks on a FIFO (one named
+    /// `boot` hung the background queue, and with it `flush()` and `close()`), and every item still arrives.
+    func testLinksAndFIFOsWithBufferFileNamesAreLeftAlone() throws {
+        let victim = directory.url.appendingPathComponent("victim")
+        try Data("precious".utf8).write(to: victim)
+        for (name, planted) in [("boot", "link"), ("boot", "fifo"), ("envelope-7", "link"), ("flushing", "fifo")] {
+            let folder = dsnFolder.appendingPathComponent("telemetry-buffer")
+            try? FileManager.default.removeItem(at: dsnFolder)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let path = folder.appendingPathComponent(name).path
+            if planted == "link" {
+                try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: victim.path)
+            } else {
+                XCTAssertEqual(mkfifo(path, 0o600), 0)
+            }
+            let finished = DispatchSemaphore(value: 0)
+            let delivered = Locked<[String]>([])
+            let options = testOptions(directory)
+            DispatchQueue.global().async {
+                defer { finished.signal() }
+                guard let buffer = try? TelemetryBuffer(options: options) else { return }
+                buffer.add(log: .test("one"))
+                buffer.flush()
+                buffer.add(log: .test("two"))
+                buffer.close()
+                delivered.withLock { $0 = (try? logBodies(in: buffer.envelopesDirectory)) ?? [] }
+            }
+            XCTAssertEqual(finished.wait(timeout: .now() + 30), .success, "\(name) as a \(planted): the buffer hung")
+            XCTAssertEqual(delivered.withLock { $0 }, ["one", "two"], "\(name) as a \(planted)")
+            XCTAssertEqual(try String(contentsOf: victim, encoding: .utf8), "precious", "\(name) as a \(planted)")
+            var status = stat()
+            XCTAssertEqual(lstat(path, &status), 0, "\(name) as a \(planted): left where it was")
+        }
+    }
 }

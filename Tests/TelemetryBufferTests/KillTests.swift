@@ -83,6 +83,38 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "failed stream cache sync")
     }
 
+    /// FileStreamCache whose next `cache` cannot be created when it rotates (injected, as with no
+    /// descriptor left): the adds keep going into `cache` (or are refused and counted), nothing renamed
+    /// under them is published and unlinked, and the next start delivers every acknowledged item once.
+    func testAStreamCacheThatCannotRotateLosesNothing() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let stress = try Demo.stress(folder, .fileStreamCache, count: 3000, spans: true, failpoint: .streamCacheFails)
+        XCTAssertEqual(stress.status, 0, stress.errors)
+        XCTAssertTrue(stress.errors.contains("could not rotate the stream cache"), stress.errors)
+        let recovery = try Demo.recover(folder, .fileStreamCache)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "stream cache that cannot rotate")
+    }
+
+    /// A planted `recovering-2147483647-x` (the largest generation recovery reads): the next start's claims
+    /// must still be readable, so what a killed process left is recovered, and the planted file is read
+    /// as the foreign bytes it is.
+    func testAPlantedGenerationDoesNotWedgeRecovery() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+        try FileManager.default.createDirectory(at: buffers, withIntermediateDirectories: true)
+        try Data("not ours".utf8).write(to: buffers.appendingPathComponent("recovering-2147483647-cache"))
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishStaged)
+        XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
+        let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "planted generation")
+        let left = try FileManager.default.contentsOfDirectory(atPath: buffers.path)
+        XCTAssertFalse(left.contains { $0.hasPrefix("recovering-") }, "claimed files left: \(left)")
+    }
+
     /// A kill at each step of start-up recovery, then a second recovery.
     func testKillsAtEveryStepOfRecovery() throws {
         for strategy in Self.crashSafe {

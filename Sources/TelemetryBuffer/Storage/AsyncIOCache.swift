@@ -32,8 +32,7 @@ final class AsyncIOCache {
 
     /// Opens the file at `path`, truncated (`O_TRUNC`) unless `truncating` is false, and writes a fresh header.
     private static func create(_ path: String, truncating: Bool = true) throws -> Int32 {
-        let fd = open(path, O_RDWR | O_CREAT | (truncating ? O_TRUNC : 0) | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw FileSystem.error("open", path) }
+        let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT | (truncating ? O_TRUNC : 0))
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         header.withUnsafeMutableBytes {
             RecordFraming.writeHeader(kind: .asyncIOCache, createdMicros: UInt64(Date().timeIntervalSince1970 * 1_000_000),
@@ -65,7 +64,7 @@ final class AsyncIOCache {
     func sync() throws {
         guard unsynced else { return }
         #if canImport(Darwin)
-        let status = fsync(fd)
+        let status = FileSystem.durableSync(fd)
         #else
         let status = fdatasync(fd)
         #endif

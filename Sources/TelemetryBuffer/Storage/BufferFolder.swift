@@ -71,10 +71,14 @@ final class BufferFolder: @unchecked Sendable {
 
     func names() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
 
-    /// Staged envelopes, by index.
+    /// Staged envelopes, by index (a file with such a name that is not a regular file of ours is left alone).
     func stagedEnvelopes() -> [(index: UInt64, name: String)] {
-        names().compactMap { name in Self.stagedIndex(name).map { ($0, name) } }.sorted { $0.index < $1.index }
+        names().compactMap { name in Self.stagedIndex(name).map { ($0, name) } }
+            .filter { FileSystem.isOurs($0.name, in: fd) }.sorted { $0.index < $1.index }
     }
+
+    /// Whether `name` is a regular file of ours (see `FileSystem.isOurs`).
+    func isOurs(_ name: String) -> Bool { FileSystem.isOurs(name, in: fd) }
 
     /// The index of a staged envelope's name, `nil` for any other name.
     static func stagedIndex(_ name: String) -> UInt64? {
@@ -106,8 +110,7 @@ final class BufferFolder: @unchecked Sendable {
         let written = UnsyncedFiles(in: self)
         for (offset, envelope) in envelopes.enumerated() {
             let name = Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset))
-            let file = openat(fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-            guard file >= 0 else { throw FileSystem.error("open", path + "/" + name) }
+            let file = try FileSystem.openFile(name, O_WRONLY | O_CREAT | O_TRUNC, in: fd, path: path + "/" + name)
             written.append(file, path: path + "/" + name)
             try envelope.withPieces { try FileSystem.writeAll(file, pieces: $0, path: path + "/" + name) }
         }
@@ -123,8 +126,7 @@ final class BufferFolder: @unchecked Sendable {
     /// power loss loses or tears it, recovery only trusts less.
     func recordBoot() throws {
         // Overwritten in place (the ID's length never changes), not truncated: no block freed and reallocated.
-        let file = openat(fd, Self.boot, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        guard file >= 0 else { throw FileSystem.error("open", path + "/" + Self.boot) }
+        let file = try FileSystem.openFile(Self.boot, O_WRONLY | O_CREAT, in: fd, path: path + "/" + Self.boot)
         defer { close(file) }
         let id = Array((BootSession.current ?? "").utf8)
         try FileSystem.writeAll(file, id, path: path + "/" + Self.boot)
@@ -178,6 +180,6 @@ final class BufferFolder: @unchecked Sendable {
 
     /// Makes the folder's entries (new files, removals, renames) durable.
     func sync() throws {
-        guard fsync(fd) == 0 else { throw FileSystem.error("fsync", path) }
+        guard FileSystem.durableSync(fd) == 0 else { throw FileSystem.error("fsync", path) }
     }
 }

@@ -14,7 +14,9 @@ enum FileSystem {
     static func makeDirectory(_ url: URL) throws {
         let path = url.path
         do {
-            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            // Private: other users have no business listing or planting files here.
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         } catch {
             throw TelemetryBufferError.unusableCacheDirectory(path: path, reason: "cannot create it (\(error))")
         }
@@ -34,26 +36,84 @@ enum FileSystem {
         return fd
     }
 
+    /// A file in the folder that is not the buffer's: a symbolic link, a FIFO, a device, a folder, another
+    /// user's file or one with other names (hard links). Left alone, and said.
+    struct ForeignFile: Error, CustomStringConvertible {
+        var path: String
+        var description: String { "'\(path)' is not a regular file of this user with one name; left alone" }
+    }
+
+    /// Opens `name` (in `directoryFD`, or a path) only if it is a file of ours: never through a symbolic
+    /// link (`O_NOFOLLOW`), never waiting on a FIFO or a device (`O_NONBLOCK`, cleared once open), and
+    /// only a regular file of this user with one name, checked with `fstat` before `O_TRUNC` takes effect
+    /// (truncation is done after the check). Throws `ForeignFile` for anything else.
+    static func openFile(_ name: String, _ flags: Int32, in directoryFD: Int32 = AT_FDCWD, path: String? = nil) throws -> Int32 {
+        let path = path ?? name
+        let fd = openat(directoryFD, name, (flags & ~O_TRUNC) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            // A symbolic link (ELOOP), or a FIFO without a reader (ENXIO): not ours.
+            if errno == ELOOP || errno == ENXIO { throw ForeignFile(path: path) }
+            throw error("open", path)
+        }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            let failure = error("fstat", path)
+            close(fd)
+            throw failure
+        }
+        guard status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid(), status.st_nlink == 1 else {
+            close(fd)
+            throw ForeignFile(path: path)
+        }
+        guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0,
+              flags & O_TRUNC == 0 || ftruncate(fd, 0) == 0
+        else {
+            let failure = error("open", path)
+            close(fd)
+            throw failure
+        }
+        return fd
+    }
+
+    /// Makes a file's data, or a folder's entries, durable: `fsync`, except on Apple platforms, where
+    /// `fsync` only hands the data to the drive (which may keep it in its cache) and `fcntl(F_FULLFSYNC)`
+    /// is the flush to stable storage (with `fsync` where the file system does not support it).
+    /// Returns 0, or -1 with `errno` set.
+    static func durableSync(_ fd: Int32) -> Int32 {
+        #if canImport(Darwin)
+        if fcntl(fd, F_FULLFSYNC) == 0 { return 0 }
+        #endif
+        return fsync(fd)
+    }
+
+    /// Whether `name` in `directoryFD` is a regular file of this user with one name, looked at without
+    /// following a link (for files renamed, not opened).
+    static func isOurs(_ name: String, in directoryFD: Int32) -> Bool {
+        var status = stat()
+        guard fstatat(directoryFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
+        return status.st_mode & S_IFMT == S_IFREG && status.st_uid == geteuid() && status.st_nlink == 1
+    }
+
     /// Writes `bytes` to `name` in the directory `directoryFD` atomically and durably: a temporary file
     /// in the same directory, `fsync`, `rename`, then `fsync` of the directory. A reader listing the
     /// directory sees either no file or the whole file, never a part; after a power loss, the same.
     static func writeAtomically(
         _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: Int32, directoryPath: String
     ) throws {
-        let fd = openat(directoryFD, temporaryName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw error("open", directoryPath + "/" + temporaryName) }
+        let fd = try openFile(temporaryName, O_WRONLY | O_CREAT | O_TRUNC, in: directoryFD,
+                              path: directoryPath + "/" + temporaryName)
         var renamed = false
         defer { if !renamed { unlinkat(directoryFD, temporaryName, 0) } }
         do {
             defer { close(fd) }
             try writeAll(fd, bytes, path: directoryPath + "/" + temporaryName)
-            guard fsync(fd) == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
+            guard durableSync(fd) == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
         }
         guard renameat(directoryFD, temporaryName, directoryFD, name) == 0 else {
             throw error("rename", directoryPath + "/" + name)
         }
         renamed = true
-        guard fsync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
+        guard durableSync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
     }
 
     /// `write` until every byte is written, retrying on EINTR and short writes.
@@ -91,21 +151,31 @@ enum FileSystem {
     /// The whole file, read straight into the array (one `fstat`, then `read` until the end); `nil` if it
     /// cannot be opened or read.
     static func contents(of path: String) -> [UInt8]? {
-        contents(of: path, prefix: 0) { _ in .max }
+        (try? readFile(path, prefix: 0) { _ in .max }) ?? nil
+    }
+
+    /// `readFile(_:prefix:length:)`, with `nil` for any failure.
+    static func contents(of path: String, prefix: Int, length: (UnsafeRawBufferPointer) -> Int) -> [UInt8]? {
+        (try? readFile(path, prefix: prefix, length: length)) ?? nil
     }
 
     /// The file's first `prefix` bytes, then more up to `length(first bytes)` bytes in all, never past its
-    /// end: a file whose header says how much of it matters is read no further. `nil` if it cannot be
-    /// opened or read.
-    static func contents(of path: String, prefix: Int, length: (UnsafeRawBufferPointer) -> Int) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+    /// end: a file whose header says how much of it matters is read no further. `nil` if there is no such
+    /// file; any other failure (no descriptor left, an I/O error) throws, so that a file that exists is never
+    /// taken for one that does not.
+    static func readFile(_ path: String, prefix: Int, length: (UnsafeRawBufferPointer) -> Int) throws -> [UInt8]? {
+        let fd: Int32
+        do {
+            fd = try openFile(path, O_RDONLY)
+        } catch TelemetryBufferError.fileSystem(_, _, ENOENT) {
+            return nil
+        }
         defer { close(fd) }
         var status = stat()
-        guard fstat(fd, &status) == 0 else { return nil }
+        guard fstat(fd, &status) == 0 else { throw error("fstat", path) }
         let size = Int(status.st_size)
         var first = [UInt8](repeating: 0, count: min(prefix, size))
-        guard let got = first.withUnsafeMutableBytes({ readFully(fd, into: $0) }) else { return nil }
+        guard let got = first.withUnsafeMutableBytes({ readFully(fd, into: $0) }) else { throw error("read", path) }
         first.removeLast(first.count - got)
         let wanted = min(size, first.withUnsafeBytes(length))
         guard wanted > first.count, got == prefix else { return first }
@@ -118,7 +188,8 @@ enum FileSystem {
             }
             count += got
         }
-        return failed ? nil : bytes
+        if failed { throw error("read", path) }
+        return bytes
     }
 
     /// Reads until `buffer` is full or the file ends; the number of bytes read, or `nil` on an error.
@@ -138,13 +209,18 @@ enum FileSystem {
     /// then the directory.
     static func sync(_ names: [String], directoryFD: Int32, directoryPath: String) throws {
         for name in names {
-            let fd = openat(directoryFD, name, O_RDONLY | O_CLOEXEC)
-            if fd < 0, errno == ENOENT { continue }
-            guard fd >= 0 else { throw error("open", directoryPath + "/" + name) }
+            let fd: Int32
+            do {
+                fd = try openFile(name, O_RDONLY, in: directoryFD, path: directoryPath + "/" + name)
+            } catch TelemetryBufferError.fileSystem(_, _, ENOENT) {
+                continue
+            } catch is ForeignFile {
+                continue
+            }
             defer { close(fd) }
-            guard fsync(fd) == 0 else { throw error("fsync", directoryPath + "/" + name) }
+            guard durableSync(fd) == 0 else { throw error("fsync", directoryPath + "/" + name) }
         }
-        guard fsync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
+        guard durableSync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
     }
 
     /// Removes `name` from the directory; a missing file is not an error.

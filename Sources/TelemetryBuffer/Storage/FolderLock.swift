@@ -15,8 +15,7 @@ final class FolderLock {
 
     init(folder: String) throws {
         let path = folder + "/lock"
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw FileSystem.error("open", path) }
+        fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
             close(fd)

@@ -20,12 +20,26 @@ struct FramedFile {
     /// Where the records start and end: lists trust their committed length, streamed files their size.
     var records: Range<Int>
 
-    /// Reads `name` in `folder`; `nil` if it does not exist. A file with no valid header has no records.
-    /// A list is read up to its committed length: the rest of its fixed size is stale or zeros, and a list
-    /// left by a clean exit holds nothing but its header.
+    /// Reads `name` in `folder`; `nil` if it does not exist, and throws if it exists but cannot be read
+    /// (its items are then not to be taken as gone). A file with no valid header has no records. A list is
+    /// read up to its committed length: the rest of its fixed size is stale or zeros, and a list left by a
+    /// clean exit holds nothing but its header.
+    static func read(folder: String, name: String) throws -> FramedFile? {
+        do {
+            return try FileSystem.readFile(folder + "/" + name, prefix: RecordFraming.headerSize, length: usefulLength)
+                .map { FramedFile(name: name, bytes: $0) }
+        } catch is FileSystem.ForeignFile {
+            return nil  // not the buffer's: left alone
+        }
+    }
+
+    /// `read(folder:name:)`, with `nil` for any failure too.
     init?(folder: String, name: String) {
-        guard let bytes = FileSystem.contents(of: folder + "/" + name, prefix: RecordFraming.headerSize, length: Self.usefulLength)
-        else { return nil }
+        guard let file = (try? Self.read(folder: folder, name: name)) ?? nil else { return nil }
+        self = file
+    }
+
+    private init(name: String, bytes: [UInt8]) {
         self.name = name
         self.bytes = bytes
         let header = bytes.withUnsafeBytes { RecordFraming.kind(ofHeader: $0) }
@@ -70,8 +84,7 @@ struct FramedFile {
     /// Overwrites the publication marker of `name` in place.
     static func mark(_ publication: RecordFraming.Publication, name: String, in folder: BufferFolder) throws {
         let path = folder.path + "/" + name
-        let fd = open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileSystem.error("open", path) }
+        let fd = try FileSystem.openFile(path, O_WRONLY)
         defer { close(fd) }
         let written = publication.bytes.withUnsafeBytes {
             pwrite(fd, $0.baseAddress, $0.count, off_t(RecordFraming.publicationOffset))

@@ -21,8 +21,7 @@ final class MappedFile {
 
     /// Opens or creates `path`, makes it exactly `size` bytes with every block allocated, and maps it.
     init(path: String, size: Int) throws {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw FileSystem.error("open", path) }
+        let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
         do {
             guard ftruncate(fd, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
             try Self.allocate(fd, size: size, path: path)

@@ -27,7 +27,7 @@ final class UnsyncedFiles: @unchecked Sendable {
     /// `fsync`s every file, then the folder; closes the files.
     func sync() throws {
         for file in files {
-            guard fsync(file.fd) == 0 else { throw FileSystem.error("fsync", file.path) }
+            guard FileSystem.durableSync(file.fd) == 0 else { throw FileSystem.error("fsync", file.path) }
         }
         try folder.sync()
         for file in files { close(file.fd) }

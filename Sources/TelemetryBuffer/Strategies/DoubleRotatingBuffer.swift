@@ -161,6 +161,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             try Failpoint.syncFails.failIfArmed("fsync", folder.path)
             for files in envelopes { try files.sync() }
             try (transport as? FileTransport)?.syncFolder()
+            try folder.sync()  // the IO caches' new names (`awaiting-sync-x`)
             for copy in copies {
                 let spare = BufferFolder.sparePrefix + copy.dropFirst(BufferFolder.awaitingSyncPrefix.count)
                 try folder.empty(copy)

@@ -38,28 +38,32 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         self.batcher = batcher
         self.transport = transport
         maxRecordBytes = maxBatchBytes
-        try openCache()
+        use(try Self.createCache(at: cachePath))
     }
 
     deinit { FileSystem.closeDescriptor(fd) }
 
     private var cachePath: String { folder.path + "/" + BufferFolder.streamCache }
 
-    /// Creates a fresh `cache` with its header. Caller holds the lock (or is the initialiser).
-    private func openCache() throws {
-        let descriptor = open(cachePath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw FileSystem.error("open", cachePath) }
+    /// Creates a fresh stream file at `path` with its header and returns its descriptor.
+    private static func createCache(at path: String) throws -> Int32 {
+        let descriptor = try FileSystem.openFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         header.withUnsafeMutableBytes {
             RecordFraming.writeHeader(kind: .streamCache, createdMicros: UInt64(Date().timeIntervalSince1970 * 1_000_000),
                                       to: $0.baseAddress!)
         }
         do {
-            try FileSystem.writeAll(descriptor, header, path: cachePath)
+            try FileSystem.writeAll(descriptor, header, path: path)
         } catch {
             FileSystem.closeDescriptor(descriptor)
             throw error
         }
+        return descriptor
+    }
+
+    /// Appends go to `descriptor` from now on. Caller holds the lock (or is the initialiser).
+    private func use(_ descriptor: Int32) {
         if fd >= 0 { FileSystem.closeDescriptor(fd) }
         fd = descriptor
         cache = BatchTally()
@@ -67,11 +71,30 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     }
 
     /// `cache` becomes `flushing`; a new `cache` takes the next items. Caller holds the lock.
+    ///
+    /// The new file is made first, under a temporary name (removed at start if a crash leaves it): if it
+    /// cannot be (no descriptor left, a full disk), nothing is renamed and the adds keep going into the
+    /// file named `cache`, never into one renamed under them.
     private func rotate() throws {
         let flushingPath = folder.path + "/" + BufferFolder.streamFlushing
-        guard rename(cachePath, flushingPath) == 0 else { throw FileSystem.error("rename", flushingPath) }
+        let temporary = folder.path + "/." + BufferFolder.streamCache + ".tmp"
+        try Failpoint.streamCacheFails.failIfArmed("open", temporary)
+        let descriptor = try Self.createCache(at: temporary)
+        guard rename(cachePath, flushingPath) == 0 else {
+            let error = FileSystem.error("rename", flushingPath)
+            FileSystem.closeDescriptor(descriptor)
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, cachePath) == 0 else {
+            let error = FileSystem.error("rename", cachePath)
+            _ = rename(flushingPath, cachePath)  // back where the adds' file was
+            FileSystem.closeDescriptor(descriptor)
+            unlink(temporary)
+            throw error
+        }
         pending = true
-        try openCache()
+        use(descriptor)
     }
 
     func append(_ item: EncodedItem) -> AppendOutcome {
@@ -153,7 +176,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
 
     private func publishFlushing() throws {
         let name = BufferFolder.streamFlushing
-        guard let file = FramedFile(folder: folder.path, name: name) else { return }
+        // Unreadable is not published: `flushing` stays for the next forward.
+        guard let file = try FramedFile.read(folder: folder.path, name: name) else { return }
         // `captured`: an earlier attempt staged the envelopes (since moved), then could not sync them.
         // Staging them again would publish every item twice, and a failed `fsync` is not retried (Linux
         // reports the error once; a second call returns 0 without writing).

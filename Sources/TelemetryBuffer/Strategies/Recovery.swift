@@ -43,16 +43,20 @@ enum Recovery {
     /// background queue before any forward (a file creation less for the creating thread).
     static func claim(folder: BufferFolder) throws -> Bool {
         let names = folder.names()
-        let generation = names.compactMap { claimedName($0)?.generation }.max().map { $0 + 1 } ?? 0
+        // The smallest generation no claimed file has: unique, and never past what `claimedName` reads back
+        // (a planted `recovering-2147483647-x` made the next one unreadable, orphaning what it claimed).
+        let taken = Set(names.compactMap { claimedName($0)?.generation })
+        let generation = (0...).first { !taken.contains($0) }!
         var claimed = false, claimedNow = false
         for name in names {
             if claimedName(name) != nil { claimed = true; continue }
-            guard isSource(name) else { continue }
+            // A link, FIFO or someone else's file with a buffer file's name is not ours to move.
+            guard isSource(name), folder.isOurs(name) else { continue }
             try folder.rename(name, to: "\(claimedPrefix)\(generation)-\(name)")
             claimed = true
             claimedNow = true
         }
-        if claimedNow, names.contains(BufferFolder.boot) {
+        if claimedNow, names.contains(BufferFolder.boot), folder.isOurs(BufferFolder.boot) {
             try folder.rename(BufferFolder.boot, to: "\(claimedPrefix)\(generation)-\(BufferFolder.boot)")
         }
         return claimed || names.contains { BufferFolder.stagedIndex($0) != nil }
@@ -76,7 +80,9 @@ enum Recovery {
         var report = RecoveryReport()
         let claimed = folder.names().filter { claimedName($0) != nil }
         let boots = claimed.filter { claimedName($0)?.original == BufferFolder.boot }
-        var sources = claimed.filter { !boots.contains($0) }.compactMap { FramedFile(folder: folder.path, name: $0) }
+        // A claimed file that cannot be read (no descriptor left, an I/O error) stops recovery: read later,
+        // with the others, rather than published without it (its items could then come twice).
+        var sources = try claimed.filter { !boots.contains($0) }.compactMap { try FramedFile.read(folder: folder.path, name: $0) }
         sources.sort { ($0.created, $0.name) < ($1.created, $1.name) }
 
         // Publications of this boot are complete even if never synced; of another, only what was synced.
@@ -240,7 +246,7 @@ enum Recovery {
 
     /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.
     private static func publishRecovered(folder: BufferFolder, batcher: EnvelopeBatcher) throws {
-        guard let file = FramedFile(folder: folder.path, name: BufferFolder.recovered) else { return }
+        guard let file = try FramedFile.read(folder: folder.path, name: BufferFolder.recovered) else { return }
         // Staged inside: the batches point into the file's bytes.
         try file.withRecords { records in
             try batcher.stage(batcher.batches(records), in: folder) {

@@ -45,6 +45,9 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// pause: the handler creates the held file, waits 500 ms, then goes on (armed when a buffer registers).
     case crashHandler = "crash.handler"
 
+    /// FileStreamCache cannot create the next `cache` when it rotates (as with no descriptor left).
+    case streamCacheFails = "stream.cache-fails"
+
     /// The sync of published envelopes fails, as after an `fsync` error: a DoubleRotatingBuffer's
     /// deferred sync, a FileStreamCache's publication after its marker says `captured`.
     case syncFails = "sync.fails"
