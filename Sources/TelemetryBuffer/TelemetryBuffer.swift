@@ -302,9 +302,10 @@ public final class TelemetryBuffer: Sendable {
         var stored: [String: QueueStats.Stored] = [:]
         var oldest: Date?
         for url in files?.storedEnvelopes() ?? [] {
-            guard let data = FileManager.default.contents(atPath: url.path) else { continue }
+            // Bounded: a file larger than any envelope is skipped (the uploader deletes it).
+            guard let data = FileSystem.contents(of: url.path, limit: FileSystem.maxEnvelopeBytes) else { continue }
             oldest = oldest ?? FileTransport.creationDate(ofName: url.lastPathComponent)
-            guard let envelope = try? EnvelopeReader(Array(data)) else { continue }
+            guard let envelope = try? EnvelopeReader(data) else { continue }
             let kind = envelope.items.first { $0.type != "client_report" }?.type ?? envelope.items.first?.type ?? "empty"
             // Counts read from a file: saturated, never trapping on a crafted `item_count`.
             let items = envelope.items.filter { $0.type == kind }.reduce(0) { $0.saturatingAdding(max(0, $1.itemCount ?? 1)) }

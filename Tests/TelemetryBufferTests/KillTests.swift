@@ -104,10 +104,11 @@ final class KillTests: XCTestCase {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
-        try FileManager.default.createDirectory(at: buffers, withIntermediateDirectories: true)
-        try Data("not ours".utf8).write(to: buffers.appendingPathComponent("recovering-2147483647-cache"))
-        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishStaged)
+        // Killed with a list marked and nothing staged: only the list holds its items.
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishMarked)
         XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
+        // Planted after that process's start (whose recovery would have read and removed it).
+        try Data("not ours".utf8).write(to: buffers.appendingPathComponent("recovering-2147483647-cache"))
         let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
         XCTAssertEqual(recovery.status, 0, recovery.errors)
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "planted generation")

@@ -149,9 +149,9 @@ enum FileSystem {
     }
 
     /// The whole file, read straight into the array (one `fstat`, then `read` until the end); `nil` if it
-    /// cannot be opened or read.
-    static func contents(of path: String) -> [UInt8]? {
-        (try? readFile(path, prefix: 0) { _ in .max }) ?? nil
+    /// cannot be opened or read, or is larger than `limit`.
+    static func contents(of path: String, limit: Int = .max) -> [UInt8]? {
+        (try? readFile(path, prefix: 0, limit: limit) { _ in .max }) ?? nil
     }
 
     /// `readFile(_:prefix:length:)`, with `nil` for any failure.
@@ -159,11 +159,27 @@ enum FileSystem {
         (try? readFile(path, prefix: prefix, length: length)) ?? nil
     }
 
+    /// A file larger than any the buffer writes there: not read.
+    struct TooLarge: Error, CustomStringConvertible {
+        var path: String
+        var size: Int
+        var description: String { "'\(path)' holds \(size) bytes, more than the buffer ever writes there; not read" }
+    }
+
+    /// The most bytes an envelope file of the buffer holds (`maxBatchBytes` is at most 1 MiB of items, plus
+    /// headers), with room to spare.
+    static let maxEnvelopeBytes = 2 << 20
+    /// The most bytes a framed buffer file holds (a list and its IO cache are at most 1 MiB of records; a
+    /// `recovered` file holds what several did), with room to spare.
+    static let maxFramedFileBytes = 8 << 20
+
     /// The file's first `prefix` bytes, then more up to `length(first bytes)` bytes in all, never past its
     /// end: a file whose header says how much of it matters is read no further. `nil` if there is no such
-    /// file; any other failure (no descriptor left, an I/O error) throws, so that a file that exists is never
+    /// file; a file larger than `limit` throws `TooLarge` (memory stays bounded whatever is planted);
+    /// any other failure (no descriptor left, an I/O error) throws, so that a file that exists is never
     /// taken for one that does not.
-    static func readFile(_ path: String, prefix: Int, length: (UnsafeRawBufferPointer) -> Int) throws -> [UInt8]? {
+    static func readFile(_ path: String, prefix: Int, limit: Int = .max,
+                         length: (UnsafeRawBufferPointer) -> Int) throws -> [UInt8]? {
         let fd: Int32
         do {
             fd = try openFile(path, O_RDONLY)
@@ -174,6 +190,7 @@ enum FileSystem {
         var status = stat()
         guard fstat(fd, &status) == 0 else { throw error("fstat", path) }
         let size = Int(status.st_size)
+        guard size <= limit else { throw TooLarge(path: path, size: size) }
         var first = [UInt8](repeating: 0, count: min(prefix, size))
         guard let got = first.withUnsafeMutableBytes({ readFully(fd, into: $0) }) else { throw error("read", path) }
         first.removeLast(first.count - got)

@@ -10,6 +10,9 @@ public struct RecoveryReport: Sendable, Equatable {
     public var discardedBytes = 0
     /// The buffer files read.
     public var files: [String] = []
+    /// Claimed files that are not the buffer's after all (a link, a FIFO, another user's file, one larger
+    /// than any the buffer writes): left where they are, under their claimed names.
+    public var setAside: [String] = []
 }
 
 /// Start-up recovery of a `telemetry-buffer/` folder, whatever strategy wrote it.
@@ -105,6 +108,7 @@ enum Recovery {
         if trusted { try syncEnvelopes() }
         for name in settled { folder.remove(name) }
         report.files = sources.compactMap { claimedName($0.name)?.original }
+        report.setAside = claimed.filter { name in !boots.contains(name) && !sources.contains { $0.name == name } }
 
         // Markers: captured files are already published; publishing ones were interrupted.
         var published = Set<ItemID>()
@@ -174,7 +178,16 @@ enum Recovery {
     private static func removeTornOrphans(folder: BufferFolder, named sources: [FramedFile], into report: inout RecoveryReport) {
         let named = sources.map(\.publication.envelopes)
         for (index, name) in folder.stagedEnvelopes() where !named.contains(where: { $0.contains(index) }) {
-            let bytes = FileSystem.contents(of: folder.path + "/" + name) ?? []
+            let bytes: [UInt8]
+            do {
+                bytes = try FileSystem.readFile(folder.path + "/" + name, prefix: 0, limit: FileSystem.maxEnvelopeBytes) { _ in .max } ?? []
+            } catch let tooLarge as FileSystem.TooLarge {
+                report.discardedBytes = report.discardedBytes.saturatingAdding(tooLarge.size)
+                folder.remove(name)
+                continue
+            } catch {
+                continue
+            }
             guard (try? EnvelopeReader(bytes)) == nil else { continue }
             report.discardedBytes += bytes.count
             folder.remove(name)

@@ -143,8 +143,8 @@ public final class FileTransport: Transport, @unchecked Sendable {
     /// Deletes a stored envelope and counts its items as dropped for `reason`.
     private func discard(_ name: String, reason: DiscardReason, why: String) {
         let url = directory.appendingPathComponent(name)
-        if let reports, let bytes = FileManager.default.contents(atPath: url.path),
-           let envelope = try? EnvelopeReader(Array(bytes)) {
+        if let reports, let bytes = FileSystem.contents(of: url.path, limit: FileSystem.maxEnvelopeBytes),
+           let envelope = try? EnvelopeReader(bytes) {
             for (category, quantity) in envelope.discardCounts() { reports.record(reason, category, quantity: quantity) }
         }
         do {

@@ -96,8 +96,19 @@ final class Uploader: @unchecked Sendable {
         let now = Date()
         var limitedUntil: Date?
         for url in files.storedEnvelopes() {
-            guard let data = FileManager.default.contents(atPath: url.path) else { continue }
-            let bytes = Array(data)
+            let bytes: [UInt8]
+            do {
+                guard let read = try FileSystem.readFile(url.path, prefix: 0, limit: FileSystem.maxEnvelopeBytes, length: { _ in .max })
+                else { continue }
+                bytes = read
+            } catch is FileSystem.TooLarge {
+                diagnostics.log(.error, "upload: \(url.lastPathComponent) is larger than any envelope of the buffer; deleted")
+                files.remove(url)
+                reports.record(.internalSDKError, .logItem)
+                continue
+            } catch {
+                continue
+            }
             guard let envelope = try? EnvelopeReader(bytes) else {
                 diagnostics.log(.error, "upload: \(url.lastPathComponent) is not a valid envelope; deleted")
                 files.remove(url)
