@@ -98,4 +98,117 @@ final class HostileFolderTests: XCTestCase {
         try eventually { try FileManager.default.contentsOfDirectory(atPath: envelopes.path).isEmpty }
         XCTAssertEqual(uploading.stats().drops["internal_sdk_error/log_item"], 1)
     }
+
+    /// Start-up on buffer files damaged at random: a byte flipped, a range zeroed, a file cut short, a
+    /// garbage header, a huge committed or record length, a random publication marker. The files come from
+    /// real processes killed in the middle of a publication (DoubleRotatingBuffer, FileStreamCache).
+    /// Every start must finish (no crash, no hang), and no item may be delivered twice.
+    /// `TB_FUZZ_STARTS` sets the number of starts (default 1,000).
+    func testStartUpSurvivesRandomlyDamagedFiles() throws {
+        let starts = Int(ProcessInfo.processInfo.environment["TB_FUZZ_STARTS"] ?? "") ?? 1000
+        var snapshots: [(strategy: Options.Strategy, files: [(name: String, bytes: [UInt8])])] = []
+        for strategy in [Options.Strategy.doubleRotatingBuffer, .fileStreamCache] {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let stress = try Demo.stress(folder, strategy, count: 300, spans: true, failpoint: .publishStaged)
+            XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
+            let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+            let files = try FileManager.default.contentsOfDirectory(atPath: buffers.path).filter { $0 != "lock" }.map { name in
+                // A list is useful up to its committed length; the rest of its megabyte is zeros.
+                var bytes = FileSystem.contents(of: buffers.appendingPathComponent(name).path) ?? []
+                if name.hasPrefix("crash-safe-list-"), bytes.count >= RecordFraming.headerSize {
+                    let committed = bytes.withUnsafeBytes { Int(RecordFraming.committedLength(ofHeader: $0)) }
+                    bytes = Array(bytes.prefix(RecordFraming.headerSize + committed))
+                }
+                return (name, bytes)
+            }
+            snapshots.append((strategy, files))
+        }
+
+        let finished = DispatchSemaphore(value: 0)
+        let failures = Locked<[String]>([])
+        // In memory where there is a tmpfs: the test is about what recovery makes of damaged bytes, and the
+        // thousands of syncs and deletions on a disk would only make it slow.
+        let shm = URL(fileURLWithPath: "/dev/shm/tb-fuzz-\(UUID().uuidString)")
+        let root = (try? FileManager.default.createDirectory(at: shm, withIntermediateDirectories: true)) != nil ? shm : directory.url
+        defer { try? FileManager.default.removeItem(at: shm) }
+        DispatchQueue.global().async { [snapshots] in
+            defer { finished.signal() }
+            var generator = SystemRandomNumberGenerator()
+            for start in 0..<starts {
+                let snapshot = snapshots[start % snapshots.count]
+                let cache = root.appendingPathComponent("start-\(start)")
+                let buffers = cache.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+                try? FileManager.default.createDirectory(at: buffers, withIntermediateDirectories: true)
+                var damages: [String] = []
+                for (name, original) in snapshot.files {
+                    var bytes = original
+                    for _ in 0..<Int.random(in: 0...2, using: &generator) {
+                        damages.append("\(name): \(Self.damage(&bytes, using: &generator))")
+                    }
+                    FileManager.default.createFile(atPath: buffers.appendingPathComponent(name).path, contents: Data(bytes))
+                }
+                var options = Options(dsn: demoDefaultDSN)
+                options.cacheDirectory = cache
+                options.upload = false
+                options.maxCachedEnvelopes = 100_000
+                options.maxBatchBytes = 16 << 10  // small new files: the old ones are what is tested
+                options.strategy = Bool.random(using: &generator) ? snapshot.strategy : Options.Strategy.allCases.randomElement(using: &generator)!
+                guard let buffer = try? TelemetryBuffer(options: options) else {
+                    failures.withLock { $0.append("start \(start): the buffer could not be created") }
+                    continue
+                }
+                _ = buffer.recovery
+                buffer.close()
+                // Whole objects, not names: damage to a staged envelope can turn one item's body into
+                // another's name without making a duplicate.
+                let envelopes = buffer.envelopesDirectory
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: envelopes.path)) ?? []
+                let elements = names.flatMap { name in
+                    EnvelopeReader.elements(in: FileSystem.contents(of: envelopes.appendingPathComponent(name).path) ?? []).map(Array.init)
+                }
+                if Set(elements).count != elements.count {
+                    failures.withLock { $0.append("start \(start): an item twice after \(damages)") }
+                }
+                try? FileManager.default.removeItem(at: cache)
+            }
+        }
+        XCTAssertEqual(finished.wait(timeout: .now() + 600), .success, "a start hung")
+        XCTAssertEqual(failures.withLock { $0 }, [])
+    }
+
+    /// One random damage to a file's bytes; says which.
+    private static func damage(_ bytes: inout [UInt8], using generator: inout SystemRandomNumberGenerator) -> String {
+        guard !bytes.isEmpty else {
+            bytes = (0..<64).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            return "garbage"
+        }
+        let at = Int.random(in: 0..<bytes.count, using: &generator)
+        switch Int.random(in: 0..<6, using: &generator) {
+        case 0:
+            bytes[at] ^= UInt8(1) << UInt8.random(in: 0..<8, using: &generator)
+            return "flip at \(at)"
+        case 1:
+            for index in at..<min(bytes.count, at + Int.random(in: 1...512, using: &generator)) { bytes[index] = 0 }
+            return "zeros at \(at)"
+        case 2:
+            bytes.removeLast(bytes.count - at)
+            return "cut at \(at)"
+        case 3:
+            for index in 0..<min(bytes.count, RecordFraming.headerSize) { bytes[index] = .random(in: 0...255, using: &generator) }
+            return "garbage header"
+        case 4:
+            // A huge committed length (header) or record length (first record).
+            let offset = Bool.random(using: &generator) ? RecordFraming.committedLengthOffset : RecordFraming.headerSize
+            let huge: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, .random(in: 0...0xFF, using: &generator)]
+            for (index, byte) in huge.enumerated() where offset + index < bytes.count { bytes[offset + index] = byte }
+            return "huge length at \(offset)"
+        default:
+            // A random publication marker.
+            for index in RecordFraming.publicationOffset..<RecordFraming.headerSize where index < bytes.count {
+                bytes[index] = .random(in: 0...255, using: &generator)
+            }
+            return "random marker"
+        }
+    }
 }

@@ -65,6 +65,43 @@ struct EnvelopeReader {
         }
     }
 
+    /// The log and span objects in an envelope's bytes, found as the encoder writes them, without trusting
+    /// its headers: each starts after `{"items":[` or `},{"` and ends at the next `},{"` or `}]}` (none of
+    /// which can occur inside a JSON string, whose quotes are escaped). Damaged bytes spoil only the
+    /// objects they touch (and a span's `links` split that span); the others are found whole.
+    static func elements(in bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        // Every pattern begins with `{` or `}`: only those bytes are looked at closely.
+        let opening = Array(#"{"items":["#.utf8), boundary = Array(#"},{""#.utf8), closing = Array("}]}".utf8)
+        var ranges: [ClosedRange<Int>] = []
+        bytes.withUnsafeBufferPointer { buffer in
+            func at(_ index: Int, _ pattern: [UInt8]) -> Bool {
+                guard index + pattern.count <= buffer.count else { return false }
+                for offset in 1..<pattern.count where buffer[index + offset] != pattern[offset] { return false }
+                return true
+            }
+            var start = -1
+            var index = 0
+            while index < buffer.count {
+                let byte = buffer[index]
+                if byte == UInt8(ascii: "{"), at(index, opening) {
+                    start = index + opening.count
+                    index += opening.count
+                } else if byte == UInt8(ascii: "}"), start >= 0, at(index, boundary) {
+                    ranges.append(start...index)
+                    start = index + 2
+                    index += boundary.count
+                } else if byte == UInt8(ascii: "}"), start >= 0, at(index, closing) {
+                    ranges.append(start...index)
+                    start = -1
+                    index += closing.count
+                } else {
+                    index += 1
+                }
+            }
+        }
+        return ranges.map { bytes[$0] }
+    }
+
     /// Items of telemetry the envelope carries by data category, as a client report would count them.
     func discardCounts() -> [(DataCategory, Int)] {
         var counts: [(DataCategory, Int)] = []

@@ -120,7 +120,11 @@ enum Recovery {
             }
         }
 
-        removeTornOrphans(folder: folder, named: sources.filter { $0.publication.state == .captured }, into: &report)
+        var live = Set<[UInt8]>()
+        for source in sources where source.publication.state != .captured {
+            _ = source.withRecords { RecordFraming.forEachRecord(in: $0) { live.insert(Array($0.payload)) } }
+        }
+        removeOrphans(folder: folder, named: sources.filter { $0.publication.state == .captured }, live: live, into: &report)
 
         if let lists = listsHoldingTheirCaches(sources) {
             try publish(lists, folder: folder, batcher: batcher, into: &report)
@@ -174,8 +178,11 @@ enum Recovery {
     /// Staged envelopes that no `captured` marker names were staged by a forward whose buffer is gone with
     /// its process (FlushAll's memory, after a SIGKILL) or that committed and reset its list before it
     /// moved them: they are the only copy of their items, and are moved if whole. One that does not read as
-    /// an envelope was torn by the kill: removed, its bytes counted as discarded.
-    private static func removeTornOrphans(folder: BufferFolder, named sources: [FramedFile], into report: inout RecoveryReport) {
+    /// an envelope was torn by the kill: removed, its bytes counted as discarded. One that holds an item a
+    /// source still holds live belongs to a publication that never committed (or whose marker was damaged):
+    /// removed, since recovery publishes that item from its source.
+    private static func removeOrphans(folder: BufferFolder, named sources: [FramedFile], live: Set<[UInt8]>,
+                                      into report: inout RecoveryReport) {
         let named = sources.map(\.publication.envelopes)
         for (index, name) in folder.stagedEnvelopes() where !named.contains(where: { $0.contains(index) }) {
             let bytes: [UInt8]
@@ -188,9 +195,13 @@ enum Recovery {
             } catch {
                 continue
             }
-            guard (try? EnvelopeReader(bytes)) == nil else { continue }
-            report.discardedBytes += bytes.count
-            folder.remove(name)
+            // Judged by its bytes, not its headers: damage to them must not hide a live item.
+            if EnvelopeReader.elements(in: bytes).contains(where: { live.contains(Array($0)) }) {
+                folder.remove(name)
+            } else if (try? EnvelopeReader(bytes)) == nil {
+                report.discardedBytes += bytes.count
+                folder.remove(name)
+            }
         }
     }
 
