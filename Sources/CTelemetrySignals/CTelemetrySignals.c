@@ -167,8 +167,16 @@ static void write_regions(const tb_crash_target *target, undo *done) {
 
 // MARK: The handler
 
-static void write_targets(void) {
+static void write_targets(int again) {
     for (int index = 0; index < TB_CRASH_MAX_TARGETS; index++) {
+        if (again) {
+            // Only the slots still held (not taken over by `tb_crash_unregister`), with the same names.
+            if (!__atomic_load_n(&undos[index].held, __ATOMIC_ACQUIRE)) continue;
+            tb_crash_target target = slots[index].target;
+            if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
+            else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
+            continue;
+        }
         undos[index] = (undo){ 0, -1, { NULL, NULL }, { NULL, NULL } };
         // Announce the read before checking the slot: `tb_crash_unregister` clears the slot, then waits
         // for readers, so either this sees it cleared or it waits for this (and for the settling).
@@ -177,7 +185,7 @@ static void write_targets(void) {
             __atomic_sub_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
             continue;
         }
-        undos[index].held = 1;
+        __atomic_store_n(&undos[index].held, 1, __ATOMIC_RELEASE);
         tb_crash_target target = slots[index].target;
         if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
         else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
@@ -189,13 +197,14 @@ static void write_targets(void) {
 static void undo_targets(void) {
     for (int index = 0; index < TB_CRASH_MAX_TARGETS; index++) {
         undo *done = &undos[index];
-        if (!done->held) continue;
+        int held = 1;
+        if (!__atomic_compare_exchange_n(&done->held, &held, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
         for (int region = 0; region < 2; region++) {
             if (done->names[region] != NULL) unlinkat(done->directory_fd, done->names[region], 0);
             if (done->claimed[region] != NULL) __atomic_fetch_and(done->claimed[region], ~TB_MARKER_CLAIMED, __ATOMIC_SEQ_CST);
         }
         if (done->directory_fd >= 0) durable_sync(done->directory_fd);
-        undos[index] = (undo){ 0, -1, { NULL, NULL }, { NULL, NULL } };
+        *done = (undo){ 0, -1, { NULL, NULL }, { NULL, NULL } };
         __atomic_sub_fetch(&slots[index].readers, 1, __ATOMIC_SEQ_CST);
     }
 }
@@ -231,10 +240,11 @@ static int same_action(const struct sigaction *first, const struct sigaction *se
 /// ignored signal stays ignored (a fault still ends the process when its instruction runs again: the
 /// kernel does not let a fault be ignored), an SA_SIGINFO handler is called with the original info and
 /// context (so a backtracer sees the crash, not us), and a plain handler is called. Returns if the
-/// process survives (or a fault is to happen again).
-static void chain(int signal, siginfo_t *info, void *context) {
+/// process survives (or a fault is to happen again), with 1 if the default action was raised (it ends the
+/// process once the handler returns, if the signal is held off until then).
+static int chain(int signal, siginfo_t *info, void *context) {
     int index = signal_index(signal);
-    if (index < 0) return;
+    if (index < 0) return 0;
     struct sigaction previous = previous_actions[index], current;
     if (sigaction(signal, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle) {
         sigaction(signal, &previous, NULL);
@@ -246,6 +256,7 @@ static void chain(int signal, siginfo_t *info, void *context) {
         fallback.sa_handler = SIG_DFL;
         sigaction(signal, &fallback, NULL);
         raise(signal);
+        return 1;
     } else if (previous.sa_handler == SIG_IGN) {
         // Nothing to call.
     } else if (previous.sa_flags & SA_SIGINFO) {
@@ -253,6 +264,24 @@ static void chain(int signal, siginfo_t *info, void *context) {
     } else {
         previous.sa_handler(signal);
     }
+    return 0;
+}
+
+static int settle(int now);
+
+/// Writes (or, after a returned handler, writes again: an append it cut short may have finished since),
+/// hands the signal on, and notes a return.
+static void write_and_chain(int signal, siginfo_t *info, void *context, int again) {
+    __atomic_store_n(&phase, WRITING, __ATOMIC_RELEASE);
+    write_targets(again);
+    __atomic_store_n(&phase, HANDING_ON, __ATOMIC_RELEASE);
+    int raised = chain(signal, info, context);
+    // Still here: the process may survive, or die a moment later (see `owner`). A signal sent to it (not a
+    // fault, which returns to its instruction, nor SIGABRT, which `abort()` raises again) whose default
+    // action was not raised cannot come back by itself: it is settled now, and adds go on at once.
+    clock_gettime(CLOCK_MONOTONIC, &returned_at);
+    __atomic_store_n(&phase, RETURNED, __ATOMIC_RELEASE);
+    if (!raised && info != NULL && info->si_code <= 0 && signal != SIGABRT) settle(1);
 }
 
 static void handle(int signal, siginfo_t *info, void *context) {
@@ -260,49 +289,59 @@ static void handle(int signal, siginfo_t *info, void *context) {
     uintptr_t self = (uintptr_t)pthread_self(), expected = 0;
     if (tb_in_forked_child()) {
         // The parent's folder and lists: not ours to write.
-    } else if (__atomic_compare_exchange_n(&owner, &expected, self, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        __atomic_store_n(&phase, WRITING, __ATOMIC_RELEASE);
-        write_targets();
-        __atomic_store_n(&phase, HANDING_ON, __ATOMIC_RELEASE);
-        errno = saved_errno;
         chain(signal, info, context);
-        // Still here: the process may survive, or die a moment later (see `owner`).
-        clock_gettime(CLOCK_MONOTONIC, &returned_at);
-        __atomic_store_n(&phase, RETURNED, __ATOMIC_RELEASE);
         errno = saved_errno;
         return;
-    } else if (expected != self) {
-        // Another thread is writing: let it finish (at most 10 s) before this one ends the process.
-        struct timespec pause = { 0, 1000000 };
-        for (int waited = 0; waited < 10000 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == WRITING; waited++) nanosleep(&pause, NULL);
     }
-    // The files of an earlier signal (not settled yet) stay as they are: they hold every item, since the
-    // claims refuse new ones.
-    errno = saved_errno;
-    chain(signal, info, context);
+    // Settling (undoing an earlier survived signal) on another thread: let it finish, then write afresh.
+    struct timespec pause = { 0, 1000000 };
+    for (int waited = 0; waited < 2000 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == SETTLING; waited++) nanosleep(&pause, NULL);
+    int returned = RETURNED;
+    if (__atomic_compare_exchange_n(&owner, &expected, self, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        write_and_chain(signal, info, context, 0);
+    } else if (__atomic_compare_exchange_n(&phase, &returned, WRITING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        // An earlier signal's files, not settled yet: the claims still refuse new items, but an append
+        // cut short by that signal may have finished since, so they are written again.
+        __atomic_store_n(&owner, self, __ATOMIC_RELEASE);
+        write_and_chain(signal, info, context, 1);
+    } else {
+        if (expected != self) {
+            // Another thread is writing: let it finish (at most 10 s) before this one ends the process.
+            for (int waited = 0; waited < 10000 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == WRITING; waited++) nanosleep(&pause, NULL);
+        }
+        chain(signal, info, context);
+    }
     errno = saved_errno;
 }
 
-int tb_crash_settle(void) {
-    if (__atomic_load_n(&phase, __ATOMIC_ACQUIRE) != RETURNED) {
-        return __atomic_load_n(&owner, __ATOMIC_ACQUIRE) == 0 ? 0 : 1;
+/// Undoes a returned handler's work (see `tb_crash_settle`); `now` skips the second's wait.
+static int settle(int now) {
+    int current = __atomic_load_n(&phase, __ATOMIC_ACQUIRE);
+    if (current != RETURNED) {
+        if (current == IDLE) return 0;
+        return current == SETTLING ? 1 : 2;
     }
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long long elapsed_ms = (long long)(now.tv_sec - returned_at.tv_sec) * 1000 + (now.tv_nsec - returned_at.tv_nsec) / 1000000;
+    if (!now) {
+        struct timespec clock;
+        clock_gettime(CLOCK_MONOTONIC, &clock);
+        long long elapsed_ms = (long long)(clock.tv_sec - returned_at.tv_sec) * 1000 + (clock.tv_nsec - returned_at.tv_nsec) / 1000000;
+        if (elapsed_ms < 1000) return 1;
+    }
     int expected = RETURNED;
-    if (elapsed_ms < 1000 || !__atomic_compare_exchange_n(&phase, &expected, SETTLING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
+    if (!__atomic_compare_exchange_n(&phase, &expected, SETTLING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
     undo_targets();
     // Take back the signals whose previous action `chain` put back, unless someone changed them since.
     for (int index = 0; index < SIGNAL_COUNT; index++) {
-        struct sigaction current;
-        if (installed[index] && sigaction(signals_handled[index], NULL, &current) == 0
-            && same_action(&current, &previous_actions[index])) install_one(index);
+        struct sigaction current_action;
+        if (installed[index] && sigaction(signals_handled[index], NULL, &current_action) == 0
+            && same_action(&current_action, &previous_actions[index])) install_one(index);
     }
-    __atomic_store_n(&phase, IDLE, __ATOMIC_RELEASE);
     __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&phase, IDLE, __ATOMIC_RELEASE);
     return 0;
 }
+
+int tb_crash_settle(void) { return settle(0); }
 
 // MARK: Installation
 
@@ -371,6 +410,17 @@ void tb_crash_unregister(int slot) {
     // that returned and is settled a second later.
     struct timespec pause = { 0, 1000000 };
     while (__atomic_load_n(&slots[slot].readers, __ATOMIC_SEQ_CST) != 0) {
+        // A handler done with its writes (handing the signal on, or returned) keeps its files: if the
+        // process survives, they hold what this buffer could not forward while claimed, and the next start
+        // publishes them. So the hold is taken over instead of waited for, which would never end when this
+        // runs inside the previous handler (an app's SIGTERM handler that closes its buffers). Only a
+        // handler writing right now is waited for.
+        int current = __atomic_load_n(&phase, __ATOMIC_ACQUIRE), held = 1;
+        if ((current == HANDING_ON || current == RETURNED)
+            && __atomic_compare_exchange_n(&undos[slot].held, &held, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            __atomic_sub_fetch(&slots[slot].readers, 1, __ATOMIC_SEQ_CST);
+            continue;
+        }
         tb_crash_settle();
         nanosleep(&pause, NULL);
     }

@@ -261,19 +261,21 @@ public final class TelemetryBuffer: Sendable {
         return done.wait(timeout: .now() + max(0, timeout)) == .success
     }
 
-    /// Forwards everything like `flush()`, then rejects every later item (each rejection counted as
-    /// `buffer_overflow`), stops the uploader (after a request under way; what is stored is sent by the
-    /// next buffer on this DSN) and releases the DSN's folder, so a new buffer may open it. Calling it
-    /// again does nothing more.
+    /// Stops the uploader (waiting at most 2 s for a request under way; what is stored is sent by the next
+    /// buffer on this DSN), forwards everything like `flush()`, then rejects every later item (each
+    /// rejection counted as `buffer_overflow`) and releases the DSN's folder, so a new buffer may open it.
+    /// It takes as long as the forward's disk writes, plus at most 2 s for the request and 2 s for pending
+    /// diagnostics. Calling it again does nothing more.
     public func close() {
         guard !Self.isForkedChild else { return }
+        // First, so that no request starts for a folder this buffer is about to give up.
+        uploader?.close()
         onQueue {
             strategy.close()
             crash?.unregister()
             scheduler.stop()
             folder.release()
         }
-        uploader?.close()
         Diagnostics.drain()
     }
 

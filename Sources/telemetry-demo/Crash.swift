@@ -19,6 +19,7 @@ enum Crash {
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("telemetry-demo-crash-\(getpid())").path)
         if arguments.flag("previous-handler") { installPreviousHandler() }
         if arguments.flag("survive-first") { installSurvivingHandler() }
+        if arguments.flag("previous-closes") { installClosingHandler() }
         var options = try options(arguments, directory: directory)
         options.handleSIGTERM = arguments.flag("sigterm")
         var buffers = [try TelemetryBuffer(options: options)]
@@ -26,6 +27,7 @@ enum Crash {
             options.dsn = second
             buffers.append(try TelemetryBuffer(options: options))
         }
+        closedOnSIGTERM = buffers
         let count = try arguments.integer("after", default: 100)
         let trace = TraceID.random()
         let survive = arguments.flag("survive-first")
@@ -78,6 +80,20 @@ enum Crash {
         }
         for _ in 0..<2000 where !FileManager.default.fileExists(atPath: path) { usleep(10_000) }
         guard FileManager.default.fileExists(atPath: path) else { throw DemoError("the failpoint was never held") }
+    }
+
+    /// The buffers an app's SIGTERM handler closes (`--previous-closes`).
+    nonisolated(unsafe) private static var closedOnSIGTERM: [TelemetryBuffer] = []
+
+    /// An app's SIGTERM handler, installed before the buffer's, that closes its buffers and exits: the
+    /// buffer's handler calls it with the buffer's halves claimed.
+    private static func installClosingHandler() {
+        _ = signal(SIGTERM) { _ in
+            Crash.closedOnSIGTERM.forEach { $0.close() }
+            let message = "previous handler closed the buffers\n"
+            _ = message.withCString { write(2, $0, strlen($0)) }
+            exit(0)
+        }
     }
 
     /// Whether the surviving handler has let one signal go.

@@ -140,6 +140,17 @@ final class CrashTests: XCTestCase {
         }
     }
 
+    /// An app's SIGTERM handler, installed before the buffer's, closes the buffer and exits: the buffer's
+    /// handler has claimed the halves and is waiting for that handler, so the close must neither wait for
+    /// the claims to go nor for the handler to let go of the registration (both hung before); the items
+    /// are in the handler's file, and the next start delivers them once.
+    func testClosingFromThePreviousHandlerDoesNotHang() throws {
+        let run = try crash("term", strategy: .flushAll, ["--sigterm", "--previous-closes"])
+        XCTAssertEqual(run.status, 0, run.errors)
+        XCTAssertTrue(run.errors.contains("previous handler closed the buffers"), run.errors)
+        try assertRecoveredExactlyOnce(run, count: 60, "closed from the previous handler")
+    }
+
     /// The child of a `fork()` shares the parent's mapped lists and folder: its adds are refused and its
     /// crash handler writes nothing, so only the parent's items arrive.
     func testAForkedChildNeitherAddsNorWritesIntoTheParentsFolder() throws {

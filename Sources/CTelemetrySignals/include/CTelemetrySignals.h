@@ -92,7 +92,7 @@ typedef struct tb_crash_target {
     /// TB_CRASH_SYNC_FILES: each region's file, open.
     int file_fds[2];
     /// TB_CRASH_WRITE_REGIONS: the file name for each region (shorter than TB_CRASH_NAME_SIZE), and the
-    /// word appends mark themselves under way in (`tb_appending_store`).
+    /// word appends mark themselves under way in (`tb_appending_begin`).
     const char *names[2];
     uintptr_t *appending;
 } tb_crash_target;
@@ -104,8 +104,9 @@ typedef struct tb_crash_target {
 
 /// Installs the handler for the signals in `signals` not installed yet (`sigaction` with
 /// SA_SIGINFO | SA_ONSTACK | SA_NODEFER), remembering each previous action, and gives the calling thread an
-/// alternate signal stack. A signal the process ignores (`SIG_IGN`) is left alone: it cannot end the
-/// process. Returns 0, or an errno value.
+/// alternate signal stack. An ignored SIGTERM is left alone (it cannot end the process); ignored faults and
+/// SIGABRT are hooked (the kernel does not let a fault be ignored, and `abort()` ends the process anyway).
+/// Returns 0, or an errno value.
 int tb_crash_install(int signals);
 
 /// Restores the previous action of every signal whose action is still ours.
@@ -115,14 +116,16 @@ void tb_crash_uninstall(void);
 int tb_crash_register(const tb_crash_target *target);
 
 /// Frees a slot. On return no handler reads its target any more: one that is reading it (another thread
-/// crashing) is waited for, so the caller may then free what the target names.
+/// crashing) is waited for, and one done with it is let go of (its files stay), so the caller may then
+/// free what the target names.
 void tb_crash_unregister(int slot);
 
 /// Called from normal code (never from a handler) where a claim got in the way: if a handler returned from
 /// its signal at least a second ago, the process survived it, so its files are removed, its claims
-/// released and the handler installed again. Returns 0 when no handler holds anything (any more), 1 while
-/// one is writing, handing the signal on, or returned less than a second ago (the process may yet die of
-/// it, as `abort()` does when a handler returns).
+/// released and the handler installed again. Returns 0 when no handler holds anything (any more); 1 when
+/// one returned less than a second ago or is being settled (worth waiting for: the process may yet die of
+/// the signal, as `abort()` does when a handler returns); 2 while one writes or hands the signal on (not
+/// worth waiting for: that may be the caller's own previous handler, or the process is ending).
 int tb_crash_settle(void);
 
 /// Test hook: from now on the handler, once it has taken a target (and claimed its regions), creates the

@@ -40,7 +40,10 @@ final class FlushAll: BufferStrategy {
             } catch is CrashInProgress {
                 // The crash handler claimed the half. The process ends, and recovery publishes the half from
                 // the handler's file; or it survives the signal, the claim goes, and the half is published now.
-                CrashRegistration.awaitSettled()
+                guard CrashRegistration.awaitSettled() else {
+                    batcher.diagnostics.log(.warning, "a crash handler holds this buffer's items; its files keep them")
+                    break
+                }
                 do {
                     guard try publishNext() else { break }
                 } catch {

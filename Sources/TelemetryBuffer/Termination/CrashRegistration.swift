@@ -89,11 +89,18 @@ final class CrashRegistration: @unchecked Sendable {
         self.slot = slot
     }
 
-    /// Returns once no crash handler holds a claim: at once when none does; a second or so after a handler
-    /// returned from a signal the process survived (`tb_crash_settle` then undoes what it wrote); never
-    /// while a handler writes or hands the signal on (the process is ending). Normal code only.
-    static func awaitSettled() {
-        while tb_crash_settle() != 0 { usleep(10_000) }
+    /// Waits while a crash handler that returned from its signal is being settled (a second or so; see
+    /// `tb_crash_settle`). Returns whether no handler holds a claim any more: `false` while one writes or
+    /// hands the signal on (the process is ending, or the caller runs inside the previous handler), which
+    /// is not waited for. Normal code only.
+    static func awaitSettled() -> Bool {
+        while true {
+            switch tb_crash_settle() {
+            case 0: return true
+            case 1: usleep(10_000)
+            default: return false
+            }
+        }
     }
 
     /// Removes the entry, waiting for a handler that is reading it on another thread; the last one restores

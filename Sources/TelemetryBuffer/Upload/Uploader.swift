@@ -29,6 +29,8 @@ final class Uploader: @unchecked Sendable {
     private let diagnostics: Diagnostics
     private let stopped = Locked<(@Sendable (UploadStop) -> Void)?>(nil)
     private let closed = Locked(false)
+    /// Entered while a request is under way.
+    private let requests = DispatchGroup()
     /// The state, read by `stats` from any thread; written on `queue`, and by `close()`.
     private let current = Locked(UploadState.idle)
     // Touched only on `queue`.
@@ -82,10 +84,12 @@ final class Uploader: @unchecked Sendable {
     /// Stops for good without a reason from the server: no request starts after this call.
     func stop() { closed.withLock { $0 = true } }
 
-    /// Stops like `stop()`; returns at once (a request under way is not waited for: if the server
-    /// acknowledges it later, its file is removed then; otherwise the file stays for the next start).
-    func close() {
+    /// Stops like `stop()` and waits at most `requestWait` seconds for a request under way. If its response
+    /// comes later, only its file is removed (acknowledged) or kept (for the next start, which may send it
+    /// again: at least once); nothing else is done for a closed buffer.
+    func close(requestWait: Double = 2) {
         stop()
+        _ = requests.wait(timeout: .now() + requestWait)
         set(.disabled)
     }
 
@@ -144,15 +148,23 @@ final class Uploader: @unchecked Sendable {
                                   timeout: options.requestTimeout)
         // The queue does not wait for the response: `close()` never waits for a request under way, and a
         // client that never calls back stalls only the upload, not the buffer.
+        requests.enter()
         client.send(request) { [self] outcome in
-            queue.async { self.finish(url, report: report, outcome) }
+            queue.async {
+                self.finish(url, report: report, outcome)
+                self.requests.leave()
+            }
         }
     }
 
     /// What a response (or a network error) means for the envelope `url`; after `close()`, only what
     /// concerns the file and the counts is done, and the state stays `disabled`.
     private func finish(_ url: URL, report: ClientReport?, _ outcome: Result<HTTPResponse, any Error>) {
-        defer { if closed.withLock({ $0 }) { set(.disabled) } }
+        if closed.withLock({ $0 }) {
+            // Closed meanwhile: the folder may be another buffer's by now, so no stop, no callbacks.
+            if case .success(let response) = outcome, (200..<300).contains(response.status) { files.remove(url) } else { restore(report) }
+            return set(.disabled)
+        }
         let name = url.lastPathComponent
         switch outcome {
         case .failure(let error):
