@@ -44,7 +44,7 @@ static int test_pause_ms;
 
 // What the writing handler did, so that it can be undone if the process survives the signal.
 typedef struct undo {
-    int held;  // the slot's reader count is held until settled
+    int held;  // 1: the slot's reader count is held until settled; 2: being written again
     int directory_fd;
     const char *names[2];
     uint64_t *claimed[2];
@@ -170,11 +170,14 @@ static void write_regions(const tb_crash_target *target, undo *done) {
 static void write_targets(int again) {
     for (int index = 0; index < TB_CRASH_MAX_TARGETS; index++) {
         if (again) {
-            // Only the slots still held (not taken over by `tb_crash_unregister`), with the same names.
-            if (!__atomic_load_n(&undos[index].held, __ATOMIC_ACQUIRE)) continue;
+            // Only the slots still held (not taken over by `tb_crash_unregister`), with the same names;
+            // marked 2 meanwhile, so that `tb_crash_unregister` cannot take the hold while this reads.
+            int held = 1;
+            if (!__atomic_compare_exchange_n(&undos[index].held, &held, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
             tb_crash_target target = slots[index].target;
             if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
             else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
+            __atomic_store_n(&undos[index].held, 1, __ATOMIC_RELEASE);
             continue;
         }
         undos[index] = (undo){ 0, -1, { NULL, NULL }, { NULL, NULL } };
