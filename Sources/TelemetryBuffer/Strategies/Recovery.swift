@@ -120,11 +120,7 @@ enum Recovery {
             }
         }
 
-        var live = Set<[UInt8]>()
-        for source in sources where source.publication.state != .captured {
-            _ = source.withRecords { RecordFraming.forEachRecord(in: $0) { live.insert(Array($0.payload)) } }
-        }
-        removeOrphans(folder: folder, named: sources.filter { $0.publication.state == .captured }, live: live, into: &report)
+        removeOrphans(folder: folder, sources: sources, into: &report)
 
         if let lists = listsHoldingTheirCaches(sources) {
             try publish(lists, folder: folder, batcher: batcher, into: &report)
@@ -181,10 +177,15 @@ enum Recovery {
     /// an envelope was torn by the kill: removed, its bytes counted as discarded. One that holds an item a
     /// source still holds live belongs to a publication that never committed (or whose marker was damaged):
     /// removed, since recovery publishes that item from its source.
-    private static func removeOrphans(folder: BufferFolder, named sources: [FramedFile], live: Set<[UInt8]>,
-                                      into report: inout RecoveryReport) {
-        let named = sources.map(\.publication.envelopes)
-        for (index, name) in folder.stagedEnvelopes() where !named.contains(where: { $0.contains(index) }) {
+    private static func removeOrphans(folder: BufferFolder, sources: [FramedFile], into report: inout RecoveryReport) {
+        let named = sources.filter { $0.publication.state == .captured }.map(\.publication.envelopes)
+        let orphans = folder.stagedEnvelopes().filter { staged in !named.contains { $0.contains(staged.index) } }
+        guard !orphans.isEmpty else { return }
+        var live = Set<[UInt8]>()
+        for source in sources where source.publication.state != .captured {
+            _ = source.withRecords { RecordFraming.forEachRecord(in: $0) { live.insert(Array($0.payload)) } }
+        }
+        for (_, name) in orphans {
             let bytes: [UInt8]
             do {
                 bytes = try FileSystem.readFile(folder.path + "/" + name, prefix: 0, limit: FileSystem.maxEnvelopeBytes) { _ in .max } ?? []
