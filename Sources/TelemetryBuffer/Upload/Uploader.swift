@@ -89,7 +89,12 @@ final class Uploader: @unchecked Sendable {
     /// again: at least once); nothing else is done for a closed buffer.
     func close(requestWait: Double = 2) {
         stop()
-        _ = requests.wait(timeout: .now() + requestWait)
+        let deadline = DispatchTime.now() + requestWait
+        // A `sendNext` that checked `closed` just before has started its request once the queue gets here.
+        let passed = DispatchSemaphore(value: 0)
+        queue.async { passed.signal() }
+        _ = passed.wait(timeout: deadline)
+        _ = requests.wait(timeout: deadline)
         set(.disabled)
     }
 
@@ -146,8 +151,8 @@ final class Uploader: @unchecked Sendable {
         let report = reports.take()
         let request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
                                   timeout: options.requestTimeout)
-        // The queue does not wait for the response: `close()` never waits for a request under way, and a
-        // client that never calls back stalls only the upload, not the buffer.
+        // The queue does not wait for the response: `close()` waits for a request under way only so long,
+        // and a client that never calls back stalls only the upload, not the buffer.
         requests.enter()
         client.send(request) { [self] outcome in
             queue.async {
