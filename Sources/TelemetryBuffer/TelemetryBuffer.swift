@@ -181,7 +181,8 @@ public final class TelemetryBuffer: Sendable {
     /// Buffers a log. Callable from any thread; never waits on disk I/O.
     ///
     /// - Returns: `true` once the buffer holds the log; `false` if it was dropped (buffer full while the
-    ///   previous batch is still being written, buffer closed, or larger than `maxBatchBytes`). Every
+    ///   previous batch is still being written, buffer closed, larger than `maxBatchBytes`, added in the
+    ///   child of a `fork()`, or, with FlushAll, while the crash handler holds the buffer's halves). Every
     ///   drop is counted for a client report.
     @discardableResult
     public func add(log: Log) -> Bool {
