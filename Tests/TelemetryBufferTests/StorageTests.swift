@@ -39,17 +39,17 @@ final class StorageTests: XCTestCase {
         append(["c"], to: list, from: 2)
         XCTAssertTrue(try cache.catchUp(with: list))
         try cache.sync()
-        let file = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
+        let file = try XCTUnwrap(try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))
         XCTAssertEqual(file.kind, .asyncIOCache)
         XCTAssertEqual(Array(file.bytes[file.records]), Array(list.records), "byte for byte the list's records")
         // Retired, the file keeps the records under its new name; an empty one mirrors the list's next records.
         try cache.retire(as: directory.url.path + "/f/retired", reusing: nil)
-        XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "retired")?.bytes, file.bytes)
-        XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "cache")?.records.count, 0)
+        XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "retired"))?.bytes, file.bytes)
+        XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))?.records.count, 0)
         try list.reset()
         append(["d"], to: list, from: 3)
         XCTAssertTrue(try cache.catchUp(with: list))
-        let fresh = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
+        let fresh = try XCTUnwrap(try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))
         XCTAssertEqual(Array(fresh.bytes[fresh.records]), Array(list.records))
         // A copy cut to its header takes the cache's place at the next retirement: the same file, not a new one.
         let spare = directory.url.path + "/f/retired"
@@ -59,10 +59,10 @@ final class StorageTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: spare))
         XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: directory.url.path + "/f/cache")[.systemFileNumber] as? Int,
                        spareInode)
-        let reused = try XCTUnwrap(FramedFile(folder: directory.url.path + "/f", name: "cache"))
+        let reused = try XCTUnwrap(try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))
         XCTAssertEqual(reused.kind, .asyncIOCache)
         XCTAssertEqual(reused.records.count, 0)
-        XCTAssertEqual(FramedFile(folder: directory.url.path + "/f", name: "retired-2")?.bytes, fresh.bytes)
+        XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "retired-2"))?.bytes, fresh.bytes)
     }
 
     func testRecoverySalvagesDamagedFilesAndCountsWhatItSkips() throws {
@@ -116,7 +116,7 @@ final class StorageTests: XCTestCase {
         // A list is read up to its committed length, not its fixed size.
         let list = RecordRegion(mapping: try MappedFile(path: directory.url.path + "/list", size: 4096 + 32), kind: .crashSafeList)
         append(["a"], to: list)
-        let file = try XCTUnwrap(FramedFile(folder: directory.url.path, name: "list"))
+        let file = try XCTUnwrap(try FramedFile.read(folder: directory.url.path, name: "list"))
         XCTAssertEqual(file.bytes.count, 32 + list.records.count)
         XCTAssertEqual(file.records, 32..<32 + list.records.count)
     }
@@ -252,7 +252,7 @@ final class StorageTests: XCTestCase {
         let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
         XCTAssertFalse(left.contains { $0.hasPrefix("awaiting-sync-") }, "\(left)")
         for name in ["crash-safe-list-1", "crash-safe-list-2"] {
-            XCTAssertEqual(FramedFile(folder: bufferFolder, name: name)?.records.count, 0, name)
+            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.records.count, 0, name)
         }
     }
 
@@ -276,7 +276,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).sorted(), ["a", "b"], "each item once")
         XCTAssertEqual(try fileSize("async-io-cache-1"), 32, "an empty cache took the moved one's place")
         for name in ["crash-safe-list-1", "crash-safe-list-2"] {
-            XCTAssertEqual(FramedFile(folder: bufferFolder, name: name)?.records.count, 0, name)
+            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.records.count, 0, name)
         }
     }
 
@@ -286,7 +286,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(try fileSize("crash-safe-list-1"), 32 + bytes, "preallocated in full")
         XCTAssertEqual(try fileSize("crash-safe-list-2"), 32 + bytes)
         buffer.add(log: .test("in the list"))
-        let list = try XCTUnwrap(FramedFile(folder: bufferFolder, name: "crash-safe-list-1"))
+        let list = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "crash-safe-list-1"))
         XCTAssertEqual(list.records.count, 25 + 1 + list.withRecords { raw in
             var size = -1
             RecordFraming.forEachRecord(in: raw) { size = $0.payload.count - 1 }
@@ -297,7 +297,7 @@ final class StorageTests: XCTestCase {
                        "close waits for the sync that turns the published list's copy into a spare")
         for name in ["async-io-cache-1", "async-io-cache-2"] { XCTAssertEqual(try fileSize(name), 32, name) }
         for name in ["crash-safe-list-1", "crash-safe-list-2"] {
-            XCTAssertEqual(FramedFile(folder: bufferFolder, name: name)?.records.count, 0, name)
+            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.records.count, 0, name)
         }
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["in the list"])
     }
@@ -306,7 +306,7 @@ final class StorageTests: XCTestCase {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.strategy = .fileStreamCache })
         buffer.add(log: .test("one"))
         buffer.add(log: .test("two"))
-        let file = try XCTUnwrap(FramedFile(folder: bufferFolder, name: "cache"))
+        let file = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "cache"))
         var bodies: [String] = []
         _ = file.withRecords { raw in
             RecordFraming.forEachRecord(in: raw) { record in
@@ -316,8 +316,8 @@ final class StorageTests: XCTestCase {
         }
         XCTAssertEqual(bodies, ["one", "two"], "in the file when add returns")
         buffer.flush()
-        XCTAssertNil(FramedFile(folder: bufferFolder, name: "flushing"))
-        XCTAssertEqual(FramedFile(folder: bufferFolder, name: "cache")?.records.count, 0)
+        XCTAssertNil((try FramedFile.read(folder: bufferFolder, name: "flushing")))
+        XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: "cache"))?.records.count, 0)
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["one", "two"])
     }
 

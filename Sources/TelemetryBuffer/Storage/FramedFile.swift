@@ -37,12 +37,6 @@ struct FramedFile {
         }
     }
 
-    /// `read(folder:name:)`, with `nil` for any failure too.
-    init?(folder: String, name: String) {
-        guard let file = (try? Self.read(folder: folder, name: name)) ?? nil else { return nil }
-        self = file
-    }
-
     private init(name: String, bytes: [UInt8]) {
         self.name = name
         self.bytes = bytes
