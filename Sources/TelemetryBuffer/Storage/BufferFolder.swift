@@ -95,6 +95,13 @@ final class BufferFolder: @unchecked Sendable {
         return (first..<first + count).map { Self.terminationPrefix + String($0) }
     }
 
+    /// Makes later reservations start past the envelopes `marker` names (a marker in a file this buffer
+    /// has not published yet: a later recovery removes that range if the marker says `publishing`).
+    func reserve(after marker: RecordFraming.Publication) {
+        guard marker.state != .idle else { return }
+        nextEnvelope = max(nextEnvelope, marker.envelopes.upperBound)
+    }
+
     /// Indices for `count` new staged envelopes, as a publication marker in state `publishing`.
     func reserve(_ count: Int) -> RecordFraming.Publication {
         if nextEnvelope + UInt64(count) > UInt64(UInt32.max) { nextEnvelope = 0 }

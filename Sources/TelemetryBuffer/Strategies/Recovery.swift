@@ -79,9 +79,16 @@ enum Recovery {
     /// makes every envelope stored so far durable.
     static func run(folder: BufferFolder, batcher: EnvelopeBatcher,
                     syncEnvelopes: () throws -> Void) throws -> RecoveryReport {
+        let claimed = folder.names().filter { claimedName($0) != nil }
+        // First, before anything can fail: if this recovery stops part-way, its files stay claimed with their
+        // markers, and a later recovery removes the envelopes a `publishing` one names. This process's
+        // envelopes must never carry those indices.
+        for name in claimed {
+            if let marker = FramedFile.marker(folder: folder.path, name: name) { folder.reserve(after: marker) }
+        }
+        try Failpoint.recoveryFails.failIfArmed("read", folder.path)
         try folder.sync()  // the claims
         var report = RecoveryReport()
-        let claimed = folder.names().filter { claimedName($0) != nil }
         let boots = claimed.filter { claimedName($0)?.original == BufferFolder.boot }
         // A claimed file that cannot be read (no descriptor left, an I/O error) stops recovery: read later,
         // with the others, rather than published without it (its items could then come twice).

@@ -11,12 +11,12 @@ import Musl
 /// Named steps of publishing and recovery where the kill and crash tests stop a process, or make a step fail.
 ///
 /// In debug builds only (`TELEMETRY_BUFFER_FAILPOINTS`, see Package.swift),
-/// `TELEMETRY_BUFFER_FAILPOINT=<name>[:<action>]` arms one step. The first time a thread reaches it
-/// (`hit()`) the process is killed with SIGKILL (no action, or `kill`), the thread crashes with a real
+/// `TELEMETRY_BUFFER_FAILPOINT=<name>[:<action>][,<name>[:<action>]…]` arms steps. The first time a thread
+/// reaches one (`hit()`) the process is killed with SIGKILL (no action, or `kill`), the thread crashes with a real
 /// null-pointer write (`segv`: the crash handler runs in the middle of the step), or the thread stops there
 /// for good after creating the file named by `TELEMETRY_BUFFER_FAILPOINT_HELD` (`hold`: another thread
 /// can crash while the step is held). `failIfArmed` makes its step fail each time instead. Without the
-/// variable, each step costs one comparison with `nil`. They are on background paths only, never in `add`.
+/// variable, each step costs one check of an empty dictionary. They are on background paths only, never in `add`.
 enum Failpoint: String, CaseIterable, Sendable {
     /// A buffer file (a list, `flushing`, `recovered`) is marked `publishing`; no envelope is staged yet.
     case publishMarked = "publish.marked"
@@ -41,6 +41,9 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// follow (the path taken after a process death, see `Recovery`).
     case recoveryListDone = "recovery.list-done"
 
+    /// Start-up recovery fails at once (as when a claimed file cannot be read): its files stay claimed.
+    case recoveryFails = "recovery.fails"
+
     /// The crash handler has taken a buffer's registration (and claimed its regions) and not read them yet. Only `hold`, and it is a
     /// pause: the handler creates the held file, waits 500 ms, then goes on (armed when a buffer registers).
     case crashHandler = "crash.handler"
@@ -58,20 +61,25 @@ enum Failpoint: String, CaseIterable, Sendable {
     }
 
     #if TELEMETRY_BUFFER_FAILPOINTS
-    private static let armed: (step: String, action: Action)? = {
-        guard let value = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"] else { return nil }
-        let parts = value.split(separator: ":", maxSplits: 1).map(String.init)
-        return (parts.first ?? "", parts.count > 1 ? Action(rawValue: parts[1]) ?? .kill : .kill)
+    private static let armedSteps: [String: Action] = {
+        let value = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT"] ?? ""
+        return value.split(separator: ",").reduce(into: [:]) { armed, step in
+            let parts = step.split(separator: ":", maxSplits: 1).map(String.init)
+            armed[parts[0]] = parts.count > 1 ? Action(rawValue: parts[1]) ?? .kill : .kill
+        }
     }()
     #else
     /// Release builds: never armed, whatever the environment says.
-    private static let armed: (step: String, action: Action)? = nil
+    private static let armedSteps: [String: Action] = [:]
     #endif
+
+    /// What this step does when reached, if armed.
+    private var armed: Action? { Self.armedSteps.isEmpty ? nil : Self.armedSteps[rawValue] }
 
     /// Kills, crashes or holds the calling thread here if this failpoint is armed (see the type's doc).
     func hit() {
-        guard let armed = Self.armed, armed.step == rawValue else { return }
-        switch armed.action {
+        guard let action = armed else { return }
+        switch action {
         case .kill:
             kill(getpid(), SIGKILL)
         case .segv:
@@ -89,7 +97,7 @@ enum Failpoint: String, CaseIterable, Sendable {
 
     /// Arms the crash handler's pause if this failpoint is armed with `hold` (see `crashHandler`).
     func armHandlerPause() {
-        guard let armed = Self.armed, armed.step == rawValue, armed.action == .hold else { return }
+        guard armed == .hold else { return }
         _ = Self.handlerPause
     }
 
@@ -103,7 +111,7 @@ enum Failpoint: String, CaseIterable, Sendable {
 
     /// Throws an I/O error (`EIO`) for `path` if this failpoint is armed.
     func failIfArmed(_ operation: String, _ path: String) throws {
-        guard let armed = Self.armed, armed.step == rawValue else { return }
+        guard armed != nil else { return }
         throw TelemetryBufferError.fileSystem(operation: operation, path: path, errno: EIO)
     }
 }
