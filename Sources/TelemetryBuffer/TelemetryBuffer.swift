@@ -37,6 +37,11 @@ public final class TelemetryBuffer: Sendable {
     private let queue: DispatchQueue
     private let scheduler: FlushScheduler
     private let folder: BufferFolder
+    /// The strategy in use: `options.strategy`, except on a copy-on-write file system (btrfs, ZFS,
+    /// bcachefs), where a store into a mapped list asks for new disk space: a full disk would raise SIGBUS
+    /// in `add`, a nearly full btrfs stall it. There `doubleRotatingBuffer` runs as `fileStreamCache`, whose
+    /// appends are writes that fail cleanly (a warning diagnostic says so).
+    public let activeStrategy: Options.Strategy
     private let crash: CrashRegistration?
     private let uploader: Uploader?
     private let files: FileTransport?
@@ -96,16 +101,8 @@ public final class TelemetryBuffer: Sendable {
             encoder: envelopes, reports: reports, diagnostics: diagnostics,
             maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
         let claimed = try Recovery.claim(folder: folder)
-        switch options.strategy {
-        case .flushAll:
-            strategy = FlushAll(folder: folder, batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
-        case .fileStreamCache:
-            strategy = try FileStreamCache(folder: folder, batcher: batcher, transport: transport,
-                                           maxBatchBytes: options.maxBatchBytes)
-        case .doubleRotatingBuffer:
-            strategy = try DoubleRotatingBuffer(folder: folder, batcher: batcher, transport: transport,
-                                                maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
-        }
+        strategy = try Self.makeStrategy(options, folder: folder, batcher: batcher, transport: transport)
+        activeStrategy = strategy is FileStreamCache ? .fileStreamCache : options.strategy
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
         if options.crashDetection, let plan = strategy.crashPlan {
             crash = try CrashRegistration(plan, handleSIGTERM: options.handleSIGTERM)
@@ -158,6 +155,31 @@ public final class TelemetryBuffer: Sendable {
             }
         } catch {
             diagnostics.log(.error, "start-up recovery failed, the files stay for the next start: \(error)")
+        }
+    }
+
+    /// The strategy `options` ask for, where its files can be made. A file of another kind where one of
+    /// its files goes fails with `unusableCacheDirectory`, naming it.
+    private static func makeStrategy(_ options: Options, folder: BufferFolder, batcher: EnvelopeBatcher,
+                                     transport: any Transport) throws -> any BufferStrategy {
+        do {
+            switch options.strategy {
+            case .flushAll:
+                return FlushAll(folder: folder, batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
+            case .fileStreamCache:
+                return try FileStreamCache(folder: folder, batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
+            case .doubleRotatingBuffer:
+                do {
+                    return try DoubleRotatingBuffer(folder: folder, batcher: batcher, transport: transport,
+                                                    maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
+                } catch let error as MappedFile.WritesCanFault {
+                    // A full copy-on-write disk would raise SIGBUS in `add`; a write just fails.
+                    batcher.diagnostics.log(.warning, "\(error): using FileStreamCache instead of DoubleRotatingBuffer")
+                    return try FileStreamCache(folder: folder, batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
+                }
+            }
+        } catch let foreign as FileSystem.ForeignFile {
+            throw TelemetryBufferError.unusableCacheDirectory(path: folder.path, reason: foreign.description)
         }
     }
 
@@ -274,7 +296,7 @@ public final class TelemetryBuffer: Sendable {
         onQueue {
             strategy.close()
             crash?.unregister()
-            scheduler.stop()
+            scheduler.close()
             folder.release()
         }
         Diagnostics.drain()
@@ -286,7 +308,7 @@ public final class TelemetryBuffer: Sendable {
         guard case .invalidKey = reason else { return }
         queue.async { [self] in
             strategy.close()
-            scheduler.stop()
+            scheduler.close()
             for url in files?.storedEnvelopes() ?? [] {
                 files?.remove(url, countingAs: .sendError, why: "the DSN's key is invalid")
             }

@@ -10,7 +10,7 @@ struct Arguments {
     static let usage = """
         usage: telemetry-demo                      a short tour in a temporary folder
                telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans] [--no-close]
-                                      [--max-envelopes N]
+                                      [--max-envelopes N] [--exhaust-descriptors]
                telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N]
                telemetry-demo inspect --dir D
                telemetry-demo upload  --dir D --dsn DSN [--timeout S]
@@ -29,7 +29,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "previous-closes"].contains(name) {
+            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "previous-closes", "exhaust-descriptors"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {
                 values[name] = value

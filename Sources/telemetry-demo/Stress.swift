@@ -4,13 +4,15 @@ import TelemetryBuffer
 /// `stress`: adds N logs `item <seq>` (and with --spans one span per item), printing `ack <seq>` once
 /// every `add` of that seq has returned with its item held, or `drop <seq> log|span|log span` naming
 /// what was dropped; then closes the buffer
-/// (with --no-close it just returns from main: the graceful-exit hook must forward the items).
+/// (with --no-close it just returns from main: the graceful-exit hook must forward the items). With
+/// --exhaust-descriptors, no file descriptor is left once the buffer exists.
 enum Stress {
     static func run(_ arguments: Arguments) throws {
         let directory = URL(fileURLWithPath: try arguments.required("dir"))
         let count = try arguments.integer("count", default: 1000)
         let withSpans = arguments.flag("spans")
         let buffer = try TelemetryBuffer(options: options(arguments, directory: directory))
+        if arguments.flag("exhaust-descriptors") { exhaustDescriptors() }
         var trace = TraceID.random()
         var segment = SpanID.random()
         for seq in 0..<count {
@@ -36,4 +38,20 @@ enum Stress {
         }
         if !arguments.flag("no-close") { buffer.close() }
     }
+
+    /// Lowers the soft `RLIMIT_NOFILE` to 256 and opens `/dev/null` until no descriptor is left, for the
+    /// rest of the process: every file the buffer opens from now on fails with `EMFILE`.
+    private static func exhaustDescriptors() {
+        var limit = rlimit()
+        getrlimit(resourceLimit, &limit)
+        limit.rlim_cur = min(limit.rlim_cur, 256)
+        setrlimit(resourceLimit, &limit)
+        while open("/dev/null", O_RDONLY) >= 0 {}
+    }
+
+    #if os(Linux)
+    private static let resourceLimit = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    #else
+    private static let resourceLimit = RLIMIT_NOFILE
+    #endif
 }

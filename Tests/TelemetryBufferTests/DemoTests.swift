@@ -117,21 +117,23 @@ enum Demo {
         var arguments: [String]
         var output: String
         var errors: String
-        var description: String { "telemetry-demo \(arguments.joined(separator: " ")) hung; stdout: \(output.suffix(2000)) stderr: \(errors.suffix(2000))" }
+        var description: String { "\(arguments.joined(separator: " ")) hung; stdout: \(output.suffix(2000)) stderr: \(errors.suffix(2000))" }
     }
 
-    /// Runs the demo; with `killAfter` µs, sends SIGKILL then. With `failpoint`, arms that step with
-    /// `action` (a `hold` creates the file `held` names when reached). `backtrace: false` turns the Swift
-    /// runtime's crash backtracer off (a second or so per crash). Status is `-signal` for a signal
+    /// Runs the demo (or another `program`); with `killAfter` µs, sends SIGKILL then. With `failpoint`,
+    /// arms that step with `action` (a `hold` creates the file `held` names when reached); `failing` arms
+    /// a step that fails. `backtrace: false` turns the Swift runtime's crash backtracer off (a second or
+    /// so per crash). Status is `-signal` for a signal
     /// death. A child still running after `deadline` seconds is killed and `Timeout` thrown.
     static func run(_ arguments: [String], killAfter: useconds_t? = nil, failpoint: Failpoint? = nil,
-                    action: Failpoint.Action = .kill, held: URL? = nil, backtrace: Bool = true,
-                    deadline: TimeInterval = 120) throws -> Run {
+                    action: Failpoint.Action = .kill, failing: Failpoint? = nil, held: URL? = nil, backtrace: Bool = true,
+                    deadline: TimeInterval = 120, program: URL = executable) throws -> Run {
         let process = Process()
-        process.executableURL = executable
+        process.executableURL = program
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
-        environment["TELEMETRY_BUFFER_FAILPOINT"] = failpoint.map { "\($0.rawValue):\(action.rawValue)" }
+        let armed = [failpoint.map { "\($0.rawValue):\(action.rawValue)" }, failing?.rawValue].compactMap { $0 }
+        environment["TELEMETRY_BUFFER_FAILPOINT"] = armed.isEmpty ? nil : armed.joined(separator: ",")
         environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] = held?.path
         if !backtrace { environment["SWIFT_BACKTRACE"] = "enable=no" }
         process.environment = environment
@@ -156,14 +158,17 @@ enum Demo {
             usleep(killAfter)
             kill(process.processIdentifier, SIGKILL)
         }
-        var inTime = exited.wait(timeout: .now() + deadline) == .success
-        if !inTime { kill(process.processIdentifier, SIGKILL) }
+        let inTime = exited.wait(timeout: .now() + deadline) == .success
+        if !inTime {
+            kill(process.processIdentifier, SIGKILL)
+            _ = exited.wait(timeout: .now() + 10)
+        }
         // A process the child started may hold the pipes open after it is gone (Swift's backtracer, when
         // the process it reads dies under it): the wait for what it printed is bounded too.
-        inTime = (inTime || exited.wait(timeout: .now() + 10) == .success) && drained.wait(timeout: .now() + 10) == .success
+        _ = drained.wait(timeout: .now() + 10)
         let data = collected.withLock { $0 }
         let (stdout, stderr) = (String(decoding: data.output, as: UTF8.self), String(decoding: data.errors, as: UTF8.self))
-        guard inTime else { throw Timeout(arguments: arguments, output: stdout, errors: stderr) }
+        guard inTime else { throw Timeout(arguments: [program.lastPathComponent] + arguments, output: stdout, errors: stderr) }
         let status = process.terminationReason == .uncaughtSignal ? -process.terminationStatus : process.terminationStatus
         return Run(status: status, output: stdout, errors: stderr)
     }

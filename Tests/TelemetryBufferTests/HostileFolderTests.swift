@@ -35,6 +35,52 @@ final class HostileFolderTests: XCTestCase {
         XCTAssertEqual(stored.stats().stored["log"]?.items, Int.max)
     }
 
+    /// A FIFO or link where a strategy's own file goes (a list, the stream cache) is neither opened,
+    /// followed nor moved: the buffer does not start, and says which file is in the way.
+    func testAForeignFileWhereTheBufferKeepsItsItemsFailsStartClearly() throws {
+        let buffer = dsnFolder.appendingPathComponent(BufferFolder.name)
+        for (strategy, name) in [(Options.Strategy.doubleRotatingBuffer, BufferFolder.crashSafeList(1)),
+                                 (.fileStreamCache, BufferFolder.streamCache)] {
+            try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
+            let planted = buffer.appendingPathComponent(name)
+            XCTAssertEqual(mkfifo(planted.path, 0o600), 0)
+            XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory) { $0.strategy = strategy })) { error in
+                guard case TelemetryBufferError.unusableCacheDirectory(let path, let reason) = error else {
+                    return XCTFail("\(strategy): \(error)")
+                }
+                XCTAssertEqual(path, buffer.path, "\(strategy)")
+                XCTAssertTrue(reason.contains(name), "\(strategy): \(reason)")
+            }
+            var status = stat()
+            XCTAssertEqual(lstat(planted.path, &status), 0, "\(strategy): the FIFO stays")
+            XCTAssertEqual(status.st_mode & S_IFMT, S_IFIFO, "\(strategy)")
+            try FileManager.default.removeItem(at: buffer)
+        }
+    }
+
+    /// A recovery that fails part-way keeps its claimed files, markers and all, and a later recovery
+    /// removes the envelopes a `publishing` marker names. What this process stages meanwhile must carry
+    /// other indices, or that removal takes them, with items whose `captured` list says they are stored.
+    func testEnvelopeIndicesAfterAFailedRecoveryMissEveryOlderMarker() throws {
+        let bufferFolder = try BufferFolder(path: dsnFolder.appendingPathComponent(BufferFolder.name).path)
+        // An earlier process's stream cache, claimed; its publication was cut after the marker.
+        let claimed = "recovering-0-" + BufferFolder.streamFlushing
+        try FramedFile.write(records: [], kind: .streamCache, name: claimed, in: bufferFolder)
+        try FramedFile.mark(.init(state: .publishing, firstEnvelope: 0, envelopeCount: 4), name: claimed, in: bufferFolder)
+        bufferFolder.release()
+
+        // This process's recovery fails; it is killed once its first publication is captured, not moved.
+        let stress = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "fileStreamCache",
+                                   "--count", "300", "--max-envelopes", "100000"],
+                                  failpoint: .publishCaptured, failing: .recoveryFails)
+        XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
+        XCTAssertTrue(stress.errors.contains("start-up recovery failed"), stress.errors)
+        let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--strategy", "fileStreamCache",
+                                     "--max-envelopes", "100000"])
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: directory, spans: false, crashSafe: true, "after a failed recovery")
+    }
+
     /// Symbolic links and FIFOs with the names of buffer files: nothing is written through a link (a
     /// planted `boot → victim` truncated and overwrote the victim), nothing blocks on a FIFO (one named
     /// `boot` hung the background queue, and with it `flush()` and `close()`), and every item still arrives.

@@ -97,6 +97,25 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "stream cache that cannot rotate")
     }
 
+    /// No descriptor left (`RLIMIT_NOFILE` lowered and used up in the child) from just after start:
+    /// nothing can be staged, rotated or published, so adds are refused once the buffer is full (counted),
+    /// and everything acknowledged waits in the buffer files for the next start. FlushAll keeps items in
+    /// memory: what it cannot store by `close()` goes with the process, counted, never duplicated.
+    func testNoDescriptorsLeftLosesNothingAcknowledged() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let stress = try Demo.run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", "3000",
+                                       "--spans", "--max-envelopes", "100000", "--exhaust-descriptors"])
+            XCTAssertEqual(stress.status, 0, stress.errors)
+            XCTAssertTrue(stress.errors.contains("Too many open files"), "\(strategy): \(stress.errors.suffix(1000))")
+            let recovery = try Demo.recover(folder, strategy)
+            XCTAssertEqual(recovery.status, 0, recovery.errors)
+            try assertDelivered(stress, in: folder, spans: true, crashSafe: Self.crashSafe.contains(strategy),
+                                "\(strategy) without descriptors")
+        }
+    }
+
     /// A planted `recovering-2147483647-x` (the largest generation recovery reads): the next start's claims
     /// must still be readable, so what a killed process left is recovered, and the planted file is read
     /// as the foreign bytes it is.

@@ -8,9 +8,8 @@ let testDSN = "https://a1b2c3d4e5f60718293a4b5c6d7e8f90@o7.ingest.us.sentry.io/4
 struct TemporaryDirectory {
     let url: URL
 
-    init() throws {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("tb-tests-\(UUID().uuidString)", isDirectory: true)
+    init(in parent: URL = FileManager.default.temporaryDirectory) throws {
+        url = parent.appendingPathComponent("tb-tests-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 

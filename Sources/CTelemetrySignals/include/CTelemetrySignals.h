@@ -6,8 +6,9 @@
 #include <stdint.h>
 
 // What Swift cannot do itself: the atomics a crash handler reads lists with (Swift has none for iOS 13),
-// the compare-and-swap a forward and the handler agree through, the async-signal-safe crash handler, CRC-32C with the CPU's instruction, and the 16-byte vector scan
-// of JSON strings.
+// the compare-and-swap a forward and the handler agree through, the async-signal-safe crash handler,
+// CRC-32C with the CPU's instruction, the 16-byte vector scan of JSON strings, and the file system ioctls
+// that tell whether a mapped file's pages can fault on a full disk.
 
 /// Publishes `value` (a committed length) after every earlier store to the record bytes.
 static inline void tb_store_release_u64(uint64_t *address, uint64_t value) {
@@ -137,6 +138,11 @@ void tb_crash_test_pause(const char *path, int pause_ms);
 /// has one at least that large. Without one, a stack overflow on the thread cannot run any handler.
 /// Returns 0, or an errno value.
 int tb_crash_install_alternate_stack(void);
+
+/// 1 when a store into a page of a `MAP_SHARED` mapping of `fd` never asks the file system for space once
+/// the file is allocated (its blocks are overwritten in place), 0 when it may (btrfs, ZFS, bcachefs): there
+/// a full disk raises SIGBUS in the storing thread, and a nearly full btrfs can stall it in the kernel.
+int tb_file_overwrites_in_place(int fd);
 
 /// Whether `tb_crc32c` may be called: the CPU has a CRC-32C instruction this build can use. Call it once
 /// before the first `tb_crc32c` (it also prepares that function's tables).

@@ -1,3 +1,4 @@
+import CTelemetrySignals
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -11,7 +12,8 @@ import Musl
 /// Bytes stored into the mapping are in the kernel's page cache at once: they survive the death of the
 /// process by any signal, SIGKILL included (not a kernel crash or power loss). The file is fully
 /// allocated on disk at creation, so a full disk fails here with an error and never later as SIGBUS
-/// when a page is first touched.
+/// when a page is first touched. On a copy-on-write file system a store can need new space however the
+/// file was allocated: there `init` throws `WritesCanFault` rather than map it.
 ///
 /// The file stays open while mapped, so that the crash handler can `fsync` it.
 final class MappedFile {
@@ -19,10 +21,25 @@ final class MappedFile {
     let size: Int
     let descriptor: Int32
 
+    /// The file system of `path` may look for new space when a page of the mapping is stored into
+    /// (copy-on-write): a full disk would raise SIGBUS in the storing thread, a nearly full one stall it.
+    /// A file `init` created is removed again.
+    struct WritesCanFault: Error, CustomStringConvertible {
+        var path: String
+        var description: String { "stores into a mapping of \(path) may need new disk space (a copy-on-write file system)" }
+    }
+
     /// Opens or creates `path`, makes it exactly `size` bytes with every block allocated, and maps it.
+    ///
+    /// - Throws: `WritesCanFault` where a store into the mapping could need new space; a file system error.
     init(path: String, size: Int) throws {
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
         do {
+            guard tb_file_overwrites_in_place(fd) == 1 else {
+                var status = stat()
+                if fstat(fd, &status) == 0 && status.st_size == 0 { unlink(path) }
+                throw WritesCanFault(path: path)
+            }
             guard ftruncate(fd, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
             try Self.allocate(fd, size: size, path: path)
             guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0),

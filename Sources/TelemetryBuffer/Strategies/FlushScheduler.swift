@@ -14,6 +14,8 @@ final class FlushScheduler: @unchecked Sendable {
     private let wake: DispatchSourceUserDataOr
     private static let startTimer: UInt = 1, forwardNow: UInt = 2
     private var armed = false
+    /// Set by `close()`: a wake-up queued before it no longer forwards into a released folder.
+    private var closed = false
 
     init(queue: DispatchQueue, interval: Double, strategy: any BufferStrategy) {
         self.queue = queue
@@ -24,6 +26,11 @@ final class FlushScheduler: @unchecked Sendable {
         timer.schedule(deadline: .distantFuture)
         timer.setEventHandler { [weak self] in self?.timerFired() }
         timer.resume()
+        // A finite deadline on a running timer makes libdispatch set up its event loop (epoll, eventfd,
+        // timerfd on Linux) now: set up lazily at the first forward, it traps the process if no descriptor
+        // is left by then.
+        timer.schedule(deadline: .now() + .seconds(86_400))
+        timer.schedule(deadline: .distantFuture)
         wake.setEventHandler { [weak self] in self?.woken() }
         wake.resume()
     }
@@ -34,6 +41,7 @@ final class FlushScheduler: @unchecked Sendable {
     }
 
     private func woken() {
+        guard !closed else { return }
         let reasons = wake.data
         if reasons & Self.forwardNow != 0 {
             strategy.forward(everything: false)
@@ -45,6 +53,7 @@ final class FlushScheduler: @unchecked Sendable {
 
     /// Forwards everything now. Must run on `queue`.
     func forwardEverything() {
+        guard !closed else { return }
         strategy.forward(everything: true)
         settle()
     }
@@ -53,6 +62,12 @@ final class FlushScheduler: @unchecked Sendable {
     func stop() {
         armed = false
         timer.schedule(deadline: .distantFuture)
+    }
+
+    /// Forwards nothing more, whatever is queued or woken later. Must run on `queue`.
+    func close() {
+        closed = true
+        cancel()
     }
 
     func cancel() {

@@ -1,0 +1,110 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// A full copy-on-write file system, for real: a btrfs image, loop-mounted. There a store into a mapped
+/// page asks for new space however the file was allocated: a full disk answers with SIGBUS in the storing
+/// thread (the app's `add`), and a nearly full one can hold it in the kernel (seen here for 120 s in
+/// `btrfs_page_mkwrite`, even with `NOCOW` set). So DoubleRotatingBuffer runs as FileStreamCache there.
+///
+/// Needs root, `mkfs.btrfs` (Debian's btrfs-progs) and a loop device; skips with the reason otherwise.
+final class CopyOnWriteTests: XCTestCase {
+    /// Runs `stress` on a btrfs with a few MiB free, writing dirty pages back all along (so that a mapped
+    /// page stored into again would need new space), then frees the disk, recovers, and checks that every
+    /// acknowledged item arrived exactly once.
+    func testAFullBtrfsNeitherFaultsNorStallsAddAndKeepsEveryAcknowledgedItem() throws {
+        let disk = try LoopMountedBtrfs()
+        defer { disk.remove() }
+        let folder = try TemporaryDirectory(in: disk.mountPoint)
+        try disk.fill(leaving: 4 << 20)
+
+        let writingBack = Locked(true)
+        let writer = DispatchGroup()
+        DispatchQueue.global().async(group: writer) {
+            while writingBack.withLock({ $0 }) {
+                sync()
+                usleep(20_000)
+            }
+        }
+        let stress = try Demo.run(["stress", "--dir", folder.url.path, "--count", "10000", "--spans",
+                                   "--max-envelopes", "100000"], deadline: 60)
+        writingBack.withLock { $0 = false }
+        writer.wait()
+        XCTAssertEqual(stress.status, 0, "the stress must survive the full disk: \(stress.errors.suffix(2000))")
+        XCTAssertTrue(stress.lines.contains { $0.hasPrefix("drop") }, "the disk never filled up")
+        XCTAssertTrue(stress.errors.contains("using FileStreamCache instead of DoubleRotatingBuffer"), stress.errors)
+        let bufferFolder = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent(BufferFolder.name)
+        let stored = try FileManager.default.contentsOfDirectory(atPath: bufferFolder.path)
+        XCTAssertFalse(stored.contains { $0.hasPrefix(BufferFolder.crashSafeListPrefix) }, "no mapped list: \(stored)")
+        XCTAssertTrue(stored.contains(BufferFolder.streamCache), "FileStreamCache took over: \(stored)")
+
+        try disk.unfill()
+        let recovery = try Demo.run(["recover", "--dir", folder.url.path, "--max-envelopes", "100000"])
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "full btrfs")
+    }
+}
+
+/// A 200 MiB btrfs image in the temporary folder, loop-mounted; `XCTSkip` where that cannot be done.
+struct LoopMountedBtrfs {
+    let image: URL
+    let mountPoint: URL
+    private var filler: URL { mountPoint.appendingPathComponent("filler") }
+
+    init() throws {
+        #if !os(Linux)
+        throw XCTSkip("a loop-mounted btrfs needs Linux")
+        #else
+        guard geteuid() == 0 else { throw XCTSkip("mounting a btrfs image needs root") }
+        guard let mkfs = ["/usr/sbin/mkfs.btrfs", "/sbin/mkfs.btrfs", "/usr/bin/mkfs.btrfs"]
+            .first(where: FileManager.default.isExecutableFile(atPath:)) else {
+            throw XCTSkip("mkfs.btrfs not found (Debian: apt-get install btrfs-progs)")
+        }
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("tb-btrfs-\(UUID().uuidString)")
+        image = base.appendingPathExtension("img")
+        mountPoint = base
+        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
+        guard FileManager.default.createFile(atPath: image.path, contents: nil), truncate(image.path, 200 << 20) == 0 else {
+            throw XCTSkip("cannot create a 200 MiB image in \(image.deletingLastPathComponent().path)")
+        }
+        let made = try Demo.run(["-q", "-f", image.path], deadline: 60, program: URL(fileURLWithPath: mkfs))
+        guard made.status == 0 else {
+            try? FileManager.default.removeItem(at: image)
+            throw XCTSkip("mkfs.btrfs failed: \(made.errors)")
+        }
+        let mounted = try Demo.run(["-o", "loop", image.path, mountPoint.path], deadline: 60,
+                                   program: URL(fileURLWithPath: "/bin/mount"))
+        guard mounted.status == 0 else {
+            try? FileManager.default.removeItem(at: image)
+            try? FileManager.default.removeItem(at: mountPoint)
+            throw XCTSkip("cannot loop-mount a btrfs image here: \(mounted.errors)")
+        }
+        #endif
+    }
+
+    /// Writes a file that leaves about `bytes` free.
+    func fill(leaving bytes: Int) throws {
+        var status = statvfs()
+        guard statvfs(mountPoint.path, &status) == 0 else { throw POSIXError(.EIO) }
+        let free = Int(status.f_bavail) * Int(status.f_frsize)
+        let fd = open(filler.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        defer { close(fd) }
+        let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        for _ in 0..<max(0, (free - bytes) >> 20) {
+            guard chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == chunk.count else { break }
+        }
+        fsync(fd)
+    }
+
+    /// Gives the filled space back.
+    func unfill() throws {
+        try FileManager.default.removeItem(at: filler)
+        sync()
+    }
+
+    func remove() {
+        _ = try? Demo.run([mountPoint.path], deadline: 60, program: URL(fileURLWithPath: "/bin/umount"))
+        try? FileManager.default.removeItem(at: mountPoint)
+        try? FileManager.default.removeItem(at: image)
+    }
+}
