@@ -86,11 +86,16 @@ public final class TelemetryBuffer: Sendable {
         if let release = options.release { defaults["sentry.release"] = .string(release) }
         encoder = ItemEncoder(defaults: defaults)
 
-        let transport = try options.transport ?? FileTransport(
-            directory: directory.appendingPathComponent("envelopes", isDirectory: true),
-            maxEnvelopes: options.maxCachedEnvelopes, maxAge: options.maxEnvelopeAge,
-            reports: reports, diagnostics: diagnostics)
-        let files = transport as? FileTransport
+        let files: FileTransport?, outbox: any Outbox
+        if let custom = options.transport {
+            (files, outbox) = (nil, ForwardingOutbox(transport: custom))
+        } else {
+            let stored = try FileTransport(
+                directory: directory.appendingPathComponent("envelopes", isDirectory: true),
+                maxEnvelopes: options.maxCachedEnvelopes, maxAge: options.maxEnvelopeAge,
+                reports: reports, diagnostics: diagnostics)
+            (files, outbox) = (stored, stored)
+        }
         self.files = files
         let envelopes = EnvelopeEncoder(
             dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
@@ -101,7 +106,7 @@ public final class TelemetryBuffer: Sendable {
             encoder: envelopes, reports: reports, diagnostics: diagnostics,
             maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
         let claimed = try Recovery.claim(folder: folder)
-        strategy = try Self.makeStrategy(options, folder: folder, batcher: batcher, transport: transport)
+        strategy = try Self.makeStrategy(options, folder: folder, batcher: batcher, outbox: outbox)
         activeStrategy = strategy is FileStreamCache ? .fileStreamCache : options.strategy
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
         if options.crashDetection, let plan = strategy.crashPlan {
@@ -130,9 +135,9 @@ public final class TelemetryBuffer: Sendable {
             // Before any forward of this process, which may leave publications recovery must date. If it
             // fails, an older `boot` (or none) dates them: they are then trusted less, never more.
             do { try folder.recordBoot() } catch { diagnostics.log(.error, "could not record the boot: \(error)") }
-            if claimed { Self.recover(folder: folder, files: files, batcher: batcher, into: recovered, diagnostics: diagnostics) }
+            if claimed { Self.recover(folder: folder, outbox: outbox, batcher: batcher, into: recovered, diagnostics: diagnostics) }
             recovering.leave()
-            folder.moveStaged(to: transport, diagnostics: diagnostics)
+            outbox.takeStaged(from: folder, diagnostics: diagnostics)
         }
         if let uploader {
             uploader.onStop { [weak self] in self?.serverStopped($0) }
@@ -142,12 +147,12 @@ public final class TelemetryBuffer: Sendable {
     }
 
     /// Background queue: runs start-up recovery. On failure the claimed files stay for the next start.
-    private static func recover(folder: BufferFolder, files: FileTransport?, batcher: EnvelopeBatcher,
+    private static func recover(folder: BufferFolder, outbox: any Outbox, batcher: EnvelopeBatcher,
                                 into report: Locked<RecoveryReport>, diagnostics: Diagnostics) {
         do {
             let found = try Recovery.run(folder: folder, batcher: batcher) {
                 try folder.syncStaged()
-                try files?.syncStored()
+                try outbox.syncStored()
             }
             report.withLock { $0 = found }
             if found.items > 0 || found.envelopes > 0 {
@@ -161,21 +166,21 @@ public final class TelemetryBuffer: Sendable {
     /// The strategy `options` ask for, where its files can be made. A file of another kind where one of
     /// its files goes fails with `unusableCacheDirectory`, naming it.
     private static func makeStrategy(_ options: Options, folder: BufferFolder, batcher: EnvelopeBatcher,
-                                     transport: any Transport) throws -> any BufferStrategy {
+                                     outbox: any Outbox) throws -> any BufferStrategy {
         do {
             switch options.strategy {
             case .flushAll:
-                return FlushAll(folder: folder, batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
+                return FlushAll(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
             case .fileStreamCache:
-                return try FileStreamCache(folder: folder, batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
+                return try FileStreamCache(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
             case .doubleRotatingBuffer:
                 do {
-                    return try DoubleRotatingBuffer(folder: folder, batcher: batcher, transport: transport,
+                    return try DoubleRotatingBuffer(folder: folder, batcher: batcher, outbox: outbox,
                                                     maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
                 } catch let error as MappedFile.WritesCanFault {
                     // A full copy-on-write disk would raise SIGBUS in `add`; a write just fails.
                     batcher.diagnostics.log(.warning, "\(error): using FileStreamCache instead of DoubleRotatingBuffer")
-                    return try FileStreamCache(folder: folder, batcher: batcher, transport: transport, maxBatchBytes: options.maxBatchBytes)
+                    return try FileStreamCache(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
                 }
             }
         } catch let foreign as FileSystem.ForeignFile {

@@ -145,24 +145,10 @@ final class BufferFolder: @unchecked Sendable {
         for index in publication.envelopes { remove(Self.envelopePrefix + String(index)) }
     }
 
-    /// Moves every staged envelope, oldest first, into the transport: a rename into a `FileTransport`'s
-    /// folder, or `send` then delete for any other transport (at least once across a crash in between).
-    func moveStaged(to transport: any Transport, diagnostics: Diagnostics) {
-        guard !isReleased else { return }
-        let files = stagedEnvelopes().map { path + "/" + $0.name }
-        guard !files.isEmpty else { return }
-        do {
-            if let folder = transport as? FileTransport {
-                try folder.adopt(files)
-            } else {
-                for file in files {
-                    try transport.send(Envelope(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: file)))))
-                    remove(URL(fileURLWithPath: file).lastPathComponent)
-                }
-            }
-        } catch {
-            diagnostics.log(.error, "could not move staged envelopes to the transport: \(error)")
-        }
+    /// The paths of the staged envelopes, oldest first; none once the folder is released (they are then
+    /// the next buffer's to move).
+    func stagedPaths() -> [String] {
+        isReleased ? [] : stagedEnvelopes().map { path + "/" + $0.name }
     }
 
     func writeAtomically(_ bytes: [UInt8], name: String) throws {

@@ -27,7 +27,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let caches: [AsyncIOCache]
     private let regions: RotatingRegions
     private let batcher: EnvelopeBatcher
-    private let transport: any Transport
+    private let outbox: any Outbox
     private let io: DispatchQueue
     /// Syncs published envelopes off the forward's wait.
     private let syncs: DispatchQueue
@@ -60,11 +60,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// Touched only on `io`.
     private var ioArmed = false
 
-    init(folder: BufferFolder, batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int,
+    init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int,
          ioSyncInterval: Double) throws {
         self.folder = folder
         self.batcher = batcher
-        self.transport = transport
+        self.outbox = outbox
         lists = try (1...2).map { number in
             RecordRegion(mapping: try MappedFile(path: folder.path + "/" + BufferFolder.crashSafeList(number),
                                                  size: RecordFraming.headerSize + maxBatchBytes),
@@ -137,7 +137,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             }
             Failpoint.publishEmptied.hit()
         }
-        folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
+        outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
         guard !published.isEmpty else { return }
         let waiting = unsynced.withLock { unsynced in
             unsynced.envelopes += published.map(\.envelopes)
@@ -160,7 +160,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         do {
             try Failpoint.syncFails.failIfArmed("fsync", folder.path)
             for files in envelopes { try files.sync() }
-            try (transport as? FileTransport)?.syncFolder()
+            try outbox.syncAdopted()
             try folder.sync()  // the IO caches' new names (`awaiting-sync-x`)
             for copy in copies {
                 let spare = BufferFolder.sparePrefix + copy.dropFirst(BufferFolder.awaitingSyncPrefix.count)

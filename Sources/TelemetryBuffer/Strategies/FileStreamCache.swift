@@ -20,7 +20,7 @@ import Musl
 final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let batcher: EnvelopeBatcher
-    private let transport: any Transport
+    private let outbox: any Outbox
     private let maxRecordBytes: Int
     private let lock = Lock()
     // Guarded by `lock`.
@@ -33,10 +33,10 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private var closed = false
     private var ids = ItemIDSequence()
 
-    init(folder: BufferFolder, batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int) throws {
+    init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int) throws {
         self.folder = folder
         self.batcher = batcher
-        self.transport = transport
+        self.outbox = outbox
         maxRecordBytes = maxBatchBytes
         use(try Self.createCache(at: cachePath))
     }
@@ -171,7 +171,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
             }
             lock.withLock { pending = false }
         }
-        folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
+        outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
     }
 
     private func publishFlushing() throws {

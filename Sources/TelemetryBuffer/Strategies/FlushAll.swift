@@ -18,12 +18,12 @@ final class FlushAll: BufferStrategy {
     private let regions: RotatingRegions
     private let folder: BufferFolder
     private let batcher: EnvelopeBatcher
-    private let transport: any Transport
+    private let outbox: any Outbox
 
-    init(folder: BufferFolder, batcher: EnvelopeBatcher, transport: any Transport, maxBatchBytes: Int) {
+    init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int) {
         self.folder = folder
         self.batcher = batcher
-        self.transport = transport
+        self.outbox = outbox
         regions = RotatingRegions(
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
@@ -55,7 +55,7 @@ final class FlushAll: BufferStrategy {
                 break
             }
         }
-        folder.moveStaged(to: transport, diagnostics: batcher.diagnostics)
+        outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
     }
 
     /// Publishes the pending half (or the active one, swapped); `false` when nothing is held.

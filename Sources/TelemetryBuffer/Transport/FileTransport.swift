@@ -8,7 +8,7 @@ import Foundation
 /// At most `maxEnvelopes` are kept: storing one more evicts the oldest, and its items are counted as
 /// `cache_overflow`. Envelopes older than `maxAge` and temporary files left by a crash are removed when
 /// the transport opens the folder.
-public final class FileTransport: Transport, @unchecked Sendable {
+public final class FileTransport: Transport, Outbox, @unchecked Sendable {
     /// The folder holding the envelopes.
     public let directory: URL
     private let directoryFD: Int32
@@ -82,7 +82,7 @@ public final class FileTransport: Transport, @unchecked Sendable {
     /// Moves complete envelope files (on the same file system), in order, into the folder under new
     /// names: renames, so each appears whole; then evicts beyond the limit. The folder is not synced: a
     /// rename that power loss undoes leaves a synced file where it was, and the buffer's start-up recovery
-    /// moves it again; a caller that moves files before syncing them syncs them, then `syncFolder()`.
+    /// moves it again; a caller that moves files before syncing them syncs them, then `syncAdopted()`.
     func adopt(_ files: [String]) throws {
         try state.withLock { state in
             for (position, file) in files.enumerated() {
@@ -99,7 +99,7 @@ public final class FileTransport: Transport, @unchecked Sendable {
     }
 
     /// Makes the folder's entries durable (envelopes `adopt`ed before their sync, see `DoubleRotatingBuffer`).
-    func syncFolder() throws {
+    func syncAdopted() throws {
         try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
     }
 

@@ -1,0 +1,52 @@
+import Foundation
+
+/// Where the strategies hand finished envelopes: complete files staged in the buffer folder, taken oldest
+/// first. The one contract between publishing and whatever stores or sends envelopes: `FileTransport`
+/// (a rename into its folder, which the uploader drains) or `ForwardingOutbox` (a custom `Transport`).
+protocol Outbox: Sendable {
+    /// Takes the staged envelope files at `paths`, oldest first: on return they are the outbox's and gone
+    /// from the buffer folder. On a throw, the files not yet taken stay staged.
+    func adopt(_ paths: [String]) throws
+
+    /// Makes the outbox's record of what `adopt` took durable (its folder entries), once the files
+    /// themselves were synced.
+    func syncAdopted() throws
+
+    /// Makes everything the outbox holds durable.
+    func syncStored() throws
+}
+
+extension Outbox {
+    /// Takes every envelope staged in `folder` (none once the folder is released). A failure is logged;
+    /// what was not taken stays staged for the next forward or start.
+    func takeStaged(from folder: BufferFolder, diagnostics: Diagnostics) {
+        let paths = folder.stagedPaths()
+        guard !paths.isEmpty else { return }
+        do {
+            try adopt(paths)
+        } catch {
+            diagnostics.log(.error, "could not move staged envelopes to the transport: \(error)")
+        }
+    }
+}
+
+/// The outbox for a custom `Transport`: each staged envelope is read, sent, then deleted. A crash between
+/// a send and the deletion sends that envelope again at the next start: at least once.
+struct ForwardingOutbox: Outbox {
+    let transport: any Transport
+
+    func adopt(_ paths: [String]) throws {
+        for path in paths {
+            guard let bytes = try FileSystem.readFile(path, prefix: 0, limit: FileSystem.maxEnvelopeBytes, length: { _ in .max })
+            else { continue }
+            try transport.send(Envelope(bytes: bytes))
+            guard unlink(path) == 0 || errno == ENOENT else { throw FileSystem.error("unlink", path) }
+        }
+    }
+
+    /// Nothing to do: `send` returns only once the envelope is safe.
+    func syncAdopted() {}
+
+    /// Nothing to do: `send` returns only once the envelope is safe.
+    func syncStored() {}
+}
