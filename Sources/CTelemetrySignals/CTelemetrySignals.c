@@ -16,7 +16,7 @@
 
 // MARK: State
 
-enum { SIGNAL_COUNT = 8, FATAL_COUNT = 7, HEADER = 32, COMMITTED_OFFSET = 16, MARKER_OFFSET = 24 };
+enum { SIGNAL_COUNT = 8, FATAL_COUNT = 7, HEADER = TB_HEADER_SIZE };
 static const int signals_handled[SIGNAL_COUNT] = { SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS, SIGTERM };
 static struct sigaction previous_actions[SIGNAL_COUNT];
 static int installed[SIGNAL_COUNT];
@@ -76,11 +76,11 @@ static int write_all(int fd, const void *bytes, size_t count) {
 }
 
 static uint64_t committed_length(const uint8_t *region, size_t size) {
-    uint64_t committed = tb_load_acquire_u64((const uint64_t *)(region + COMMITTED_OFFSET));
+    uint64_t committed = tb_header_committed(region);
     return committed > size - HEADER ? size - HEADER : committed;
 }
 
-static uint64_t *marker_word(uint8_t *region) { return (uint64_t *)(region + MARKER_OFFSET); }
+static uint64_t *marker_word(uint8_t *region) { return tb_header_marker_word(region); }
 
 /// Sets the claim byte; returns the marker as it was.
 static uint64_t claim(uint64_t *word) {
@@ -125,8 +125,8 @@ static void write_regions(const tb_crash_target *target, undo *done) {
         uint64_t marker = claim(marker_word(region));
         done->claimed[index] = marker_word(region);
         for (int byte = 0; byte < HEADER; byte++) headers[index][byte] = region[byte];
-        for (int byte = 0; byte < 8; byte++) headers[index][MARKER_OFFSET + byte] = (uint8_t)(marker >> (8 * byte));
-        headers[index][HEADER - 1] = 0;  // the claim byte
+        for (int byte = 0; byte < 8; byte++) headers[index][TB_HEADER_MARKER_OFFSET + byte] = (uint8_t)(marker >> (8 * byte));
+        headers[index][TB_HEADER_MARKER_OFFSET + TB_MARKER_CLAIM_SHIFT / 8] = 0;  // the claim byte
     }
     pause_for_test();
     // An append on another thread that did not see the claim finishes before the records are read (at
@@ -145,7 +145,7 @@ static void write_regions(const tb_crash_target *target, undo *done) {
         if (done->claimed[index] == NULL || target->names[index] == NULL) continue;
         uint64_t committed = committed_length(region, target->region_sizes[index]);
         if (committed == 0) continue;
-        for (int byte = 0; byte < 8; byte++) headers[index][COMMITTED_OFFSET + byte] = (uint8_t)(committed >> (8 * byte));
+        for (int byte = 0; byte < 8; byte++) headers[index][TB_HEADER_COMMITTED_OFFSET + byte] = (uint8_t)(committed >> (8 * byte));
         char temporary[TB_CRASH_NAME_SIZE + 8];
         temporary_name(target->names[index], temporary);
         int fd = openat(target->directory_fd, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

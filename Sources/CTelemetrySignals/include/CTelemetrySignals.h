@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "BufferFormat.h"
+
 // What Swift cannot do itself: the atomics a crash handler reads lists with (Swift has none for iOS 13),
 // the compare-and-swap a forward and the handler agree through, the async-signal-safe crash handler,
 // CRC-32C with the CPU's instruction, the 16-byte vector scan of JSON strings, and the file system ioctls
@@ -20,13 +22,12 @@ static inline uint64_t tb_load_acquire_u64(const uint64_t *address) {
     return __atomic_load_n(address, __ATOMIC_ACQUIRE);
 }
 
-/// A region's publication marker (header bytes 24..<32, one little-endian word: u32 first staged
-/// envelope | u16 envelope count | u8 state | u8 claim) is changed only by compare-and-swap, so that a
+/// A region's publication marker (see BufferFormat.h) is changed only by compare-and-swap, so that a
 /// forward and the crash handler agree on who stores the region's items. The handler claims a region
 /// (sets the claim byte) before it reads it; from then on the forward can no longer change the marker:
 /// it cannot commit (`captured`) or reset the region, and gives up. A claim is released only when the
 /// process survives the signal.
-#define TB_MARKER_CLAIMED ((uint64_t)1 << 56)
+#define TB_MARKER_CLAIMED ((uint64_t)1 << TB_MARKER_CLAIM_SHIFT)
 
 /// Stores `marker` (claim byte 0) unless the region is claimed. Returns 1 if stored, 0 if claimed.
 static inline int tb_marker_store(uint64_t *word, uint64_t marker) {
@@ -86,7 +87,7 @@ typedef struct tb_crash_target {
     tb_crash_mode mode;
     /// The folder the files go into, opened in advance.
     int directory_fd;
-    /// The regions: a 32-byte header (committed record length at offset 16, marker at 24) then records.
+    /// The regions: a header then records (BufferFormat.h).
     uint8_t *regions[2];
     /// Each region's size in bytes, header included: the bound for its committed length.
     size_t region_sizes[2];

@@ -1,4 +1,7 @@
-/// The one framing of every buffer the library keeps, in memory or in a file.
+import CTelemetrySignals
+
+/// The one framing of every buffer the library keeps, in memory or in a file, as defined once in
+/// `BufferFormat.h` (which the crash handler reads too; `FormatAgreementTests` checks the two agree):
 ///
 /// ```
 /// header (32 bytes): magic "TBUF" | u16 version | u8 kind | u8 0 | u64 created (µs since 1970)
@@ -12,15 +15,19 @@
 /// The publication marker makes publishing a buffer exactly-once across a crash: `u32 first staged
 /// envelope index | u16 envelope count | u8 state | u8 0`, see `Publication`.
 enum RecordFraming {
-    static let headerSize = 32
-    static let recordHeaderSize = 25
-    static let version: UInt16 = 1
-    private static let magic: (UInt8, UInt8, UInt8, UInt8) = (0x54, 0x42, 0x55, 0x46)
-    static let committedLengthOffset = 16
-    static let publicationOffset = 24
+    static let headerSize = Int(TB_HEADER_SIZE)
+    static let recordHeaderSize = Int(TB_RECORD_HEADER_SIZE)
+    static let version = UInt16(TB_FORMAT_VERSION)
+    static let committedLengthOffset = Int(TB_HEADER_COMMITTED_OFFSET)
+    static let publicationOffset = Int(TB_HEADER_MARKER_OFFSET)
+    private static let versionOffset = Int(TB_HEADER_VERSION_OFFSET)
+    private static let kindOffset = Int(TB_HEADER_KIND_OFFSET)
+    static let createdOffset = Int(TB_HEADER_CREATED_OFFSET)
+    private static let magic = withUnsafeBytes(of: tb_header_magic) { Array($0) }
 
     /// What a framed buffer is, recorded in its header.
-    enum Kind: UInt8, Sendable {
+    /// (Raw values must be literals: `FormatAgreementTests` checks them against `TB_KIND_*`.)
+    enum Kind: UInt8, Sendable, CaseIterable {
         case memoryList = 1
         case crashSafeList = 2
         case asyncIOCache = 3
@@ -30,7 +37,8 @@ enum RecordFraming {
 
     /// How far a buffer's records have been turned into staged `envelope-x` files.
     struct Publication: Equatable, Sendable {
-        enum State: UInt8, Sendable {
+        /// (Checked against `TB_MARKER_IDLE` etc. by `FormatAgreementTests`.)
+        enum State: UInt8, Sendable, CaseIterable {
             /// Not being published.
             case idle = 0
             /// `envelope-first ..< first+count` are being written; they are not yet complete.
@@ -53,7 +61,10 @@ enum RecordFraming {
         var bytes: [UInt8] { withUnsafeBytes(of: word.littleEndian) { Array($0) } }
 
         /// The marker as the one little-endian word it is stored as (the claim byte, the last, 0).
-        var word: UInt64 { UInt64(firstEnvelope) | UInt64(envelopeCount) << 32 | UInt64(state.rawValue) << 48 }
+        var word: UInt64 {
+            UInt64(firstEnvelope) << TB_MARKER_FIRST_SHIFT | UInt64(envelopeCount) << TB_MARKER_COUNT_SHIFT
+                | UInt64(state.rawValue) << TB_MARKER_STATE_SHIFT
+        }
 
         init(state: State, firstEnvelope: UInt32, envelopeCount: UInt16) {
             self.state = state
@@ -64,31 +75,27 @@ enum RecordFraming {
         /// Reads the marker of a header; an unknown state reads as idle.
         init(header bytes: UnsafeRawBufferPointer) {
             self.init(
-                state: State(rawValue: bytes[publicationOffset + 6]) ?? .idle,
-                firstEnvelope: UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: publicationOffset, as: UInt32.self)),
-                envelopeCount: UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: publicationOffset + 4, as: UInt16.self)))
+                state: State(rawValue: bytes[publicationOffset + Int(TB_MARKER_STATE_SHIFT) / 8]) ?? .idle,
+                firstEnvelope: UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: publicationOffset + Int(TB_MARKER_FIRST_SHIFT) / 8, as: UInt32.self)),
+                envelopeCount: UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: publicationOffset + Int(TB_MARKER_COUNT_SHIFT) / 8, as: UInt16.self)))
         }
     }
 
     /// Writes a fresh header with no records.
     static func writeHeader(kind: Kind, createdMicros: UInt64, to base: UnsafeMutableRawPointer) {
         base.initializeMemory(as: UInt8.self, repeating: 0, count: headerSize)
-        base.storeBytes(of: magic.0, toByteOffset: 0, as: UInt8.self)
-        base.storeBytes(of: magic.1, toByteOffset: 1, as: UInt8.self)
-        base.storeBytes(of: magic.2, toByteOffset: 2, as: UInt8.self)
-        base.storeBytes(of: magic.3, toByteOffset: 3, as: UInt8.self)
-        base.storeBytes(of: version.littleEndian, toByteOffset: 4, as: UInt16.self)
-        base.storeBytes(of: kind.rawValue, toByteOffset: 6, as: UInt8.self)
-        base.storeBytes(of: createdMicros.littleEndian, toByteOffset: 8, as: UInt64.self)
+        for (offset, byte) in magic.enumerated() { base.storeBytes(of: byte, toByteOffset: offset, as: UInt8.self) }
+        base.storeBytes(of: version.littleEndian, toByteOffset: versionOffset, as: UInt16.self)
+        base.storeBytes(of: kind.rawValue, toByteOffset: kindOffset, as: UInt8.self)
+        base.storeBytes(of: createdMicros.littleEndian, toByteOffset: createdOffset, as: UInt64.self)
     }
 
     /// The kind recorded in a header, or `nil` if the bytes are not a header this version reads.
     static func kind(ofHeader bytes: UnsafeRawBufferPointer) -> Kind? {
-        guard bytes.count >= headerSize,
-              bytes[0] == magic.0, bytes[1] == magic.1, bytes[2] == magic.2, bytes[3] == magic.3,
-              UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: 4, as: UInt16.self)) == version
+        guard bytes.count >= headerSize, bytes.prefix(magic.count).elementsEqual(magic),
+              UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: versionOffset, as: UInt16.self)) == version
         else { return nil }
-        return Kind(rawValue: bytes[6])
+        return Kind(rawValue: bytes[kindOffset])
     }
 
     /// The committed record length a header records.
@@ -112,17 +119,23 @@ enum RecordFraming {
     static func writeRecordHeader(
         category: ItemCategory, id: ItemID, payloadCount: Int, payloadCRC: UInt32, to destination: UnsafeMutableRawPointer
     ) {
-        destination.storeBytes(of: UInt32(payloadCount).littleEndian, toByteOffset: 0, as: UInt32.self)
-        destination.storeBytes(of: category.rawValue, toByteOffset: 8, as: UInt8.self)
-        destination.storeBytes(of: id.nonce.littleEndian, toByteOffset: 9, as: UInt64.self)
-        destination.storeBytes(of: id.sequence.littleEndian, toByteOffset: 17, as: UInt64.self)
+        destination.storeBytes(of: UInt32(payloadCount).littleEndian, toByteOffset: lengthOffset, as: UInt32.self)
+        destination.storeBytes(of: category.rawValue, toByteOffset: categoryOffset, as: UInt8.self)
+        destination.storeBytes(of: id.nonce.littleEndian, toByteOffset: nonceOffset, as: UInt64.self)
+        destination.storeBytes(of: id.sequence.littleEndian, toByteOffset: sequenceOffset, as: UInt64.self)
         let crc = headerCRC(destination, continuing: payloadCRC)
-        destination.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
+        destination.storeBytes(of: crc.littleEndian, toByteOffset: crcOffset, as: UInt32.self)
     }
 
+    private static let lengthOffset = Int(TB_RECORD_LENGTH_OFFSET), crcOffset = Int(TB_RECORD_CRC_OFFSET)
+    private static let categoryOffset = Int(TB_RECORD_CATEGORY_OFFSET)
+    private static let nonceOffset = Int(TB_RECORD_NONCE_OFFSET), sequenceOffset = Int(TB_RECORD_SEQUENCE_OFFSET)
+
+    /// The CRC of the payload continued over the length, then category and ID (every header byte but the CRC).
     private static func headerCRC(_ record: UnsafeRawPointer, continuing crc: UInt32) -> UInt32 {
-        let length = CRC32C.checksum(UnsafeRawBufferPointer(start: record, count: 4), continuing: crc)
-        return CRC32C.checksum(UnsafeRawBufferPointer(start: record + 8, count: 17), continuing: length)
+        let length = CRC32C.checksum(UnsafeRawBufferPointer(start: record + lengthOffset, count: 4), continuing: crc)
+        return CRC32C.checksum(UnsafeRawBufferPointer(start: record + categoryOffset, count: recordHeaderSize - categoryOffset),
+                               continuing: length)
     }
 
     /// One record read back; `payload` points into the scanned bytes.
@@ -149,16 +162,16 @@ enum RecordFraming {
         var offset = 0
         while bytes.count - offset >= recordHeaderSize, let base = bytes.baseAddress {
             let record = base + offset
-            let length = Int(UInt32(littleEndian: record.loadUnaligned(as: UInt32.self)))
+            let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: lengthOffset, as: UInt32.self)))
             guard length > 0, length <= bytes.count - offset - recordHeaderSize,
-                  let category = ItemCategory(rawValue: record.load(fromByteOffset: 8, as: UInt8.self))
+                  let category = ItemCategory(rawValue: record.load(fromByteOffset: categoryOffset, as: UInt8.self))
             else { break }
             let payload = UnsafeRawBufferPointer(start: record + recordHeaderSize, count: length)
-            let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: crcOffset, as: UInt32.self))
             guard headerCRC(record, continuing: CRC32C.checksum(payload)) == stored else { break }
             let id = ItemID(
-                nonce: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: 9, as: UInt64.self)),
-                sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: 17, as: UInt64.self)))
+                nonce: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: nonceOffset, as: UInt64.self)),
+                sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: sequenceOffset, as: UInt64.self)))
             try body(Record(category: category, id: id, payload: payload))
             offset += recordHeaderSize + length
         }

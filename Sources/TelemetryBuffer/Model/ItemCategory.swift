@@ -1,4 +1,5 @@
-/// What a stored record holds. The raw value is the category byte of the record framing.
+/// What a stored record holds. The raw value is the category byte of the record framing (`TB_CATEGORY_*`
+/// in BufferFormat.h; raw values must be literals, so `FormatAgreementTests` checks them).
 enum ItemCategory: UInt8, Sendable, CaseIterable {
     case log = 1
     case span = 2

@@ -62,7 +62,7 @@ struct FramedFile {
         }
         // The read stopped at a list's committed length, so every kind's records end with the bytes read.
         (created, publication) = bytes.withUnsafeBytes { raw in
-            (UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)), RecordFraming.Publication(header: raw))
+            (UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: RecordFraming.createdOffset, as: UInt64.self)), RecordFraming.Publication(header: raw))
         }
         records = RecordFraming.headerSize..<max(RecordFraming.headerSize, bytes.count)
     }

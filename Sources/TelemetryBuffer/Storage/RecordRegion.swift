@@ -109,7 +109,7 @@ final class RecordRegion {
         tb_store_release_u64(committedLength, 0)
         try mark(.idle)
         let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))
-        base.storeBytes(of: micros.littleEndian, toByteOffset: 8, as: UInt64.self)
+        base.storeBytes(of: micros.littleEndian, toByteOffset: RecordFraming.createdOffset, as: UInt64.self)
     }
 }
 
