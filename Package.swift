@@ -19,6 +19,9 @@ let package = Package(
         .executableTarget(name: "telemetry-demo", dependencies: ["TelemetryBuffer"]),
         // The tests run the demo as a child process, so it must be built with them.
         .testTarget(name: "TelemetryBufferTests", dependencies: ["TelemetryBuffer", "telemetry-demo"]),
+        // User code that imports TelemetryBuffer beside a module with the same type names.
+        .target(name: "CollidingNames", path: "Tests/CollidingNames"),
+        .testTarget(name: "QualificationTests", dependencies: ["TelemetryBuffer", "CollidingNames"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,24 +1,26 @@
 import Dispatch
 
-/// A message the buffer reports about itself: drops, I/O failures, recovery results.
-public struct Diagnostic: Sendable, CustomStringConvertible {
-    /// How serious the message is.
-    public enum Level: String, Sendable, Comparable, CaseIterable {
-        case debug, info, warning, error
+extension TelemetryBuffer {
+    /// A message the buffer reports about itself: drops, I/O failures, recovery results.
+    public struct Diagnostic: Sendable, CustomStringConvertible {
+        /// How serious the message is.
+        public enum Level: String, Sendable, Comparable, CaseIterable {
+            case debug, info, warning, error
 
-        /// Orders levels from `debug` to `error`.
-        public static func < (lhs: Level, rhs: Level) -> Bool {
-            allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+            /// Orders levels from `debug` to `error`.
+            public static func < (lhs: Level, rhs: Level) -> Bool {
+                allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+            }
         }
+
+        /// How serious it is.
+        public let level: Level
+        /// What happened, in one sentence.
+        public let message: String
+
+        /// `[level] message`.
+        public var description: String { "[\(level.rawValue)] \(message)" }
     }
-
-    /// How serious it is.
-    public let level: Level
-    /// What happened, in one sentence.
-    public let message: String
-
-    /// `[level] message`.
-    public var description: String { "[\(level.rawValue)] \(message)" }
 }
 
 /// Sends diagnostics to the user's handler, if any: asynchronously and in order, on one serial queue of
@@ -50,3 +52,7 @@ struct Diagnostics: Sendable {
         _ = done.wait(timeout: .now() + timeout)
     }
 }
+
+/// `TelemetryBuffer.Diagnostic`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `Diagnostic` too).
+public typealias Diagnostic = TelemetryBuffer.Diagnostic

@@ -1,124 +1,130 @@
 import Foundation
 
-/// How a `TelemetryBuffer` batches and stores. Every limit is checked when the buffer is created.
-public struct Options: Sendable {
-    /// How the buffer keeps items between `add` and the envelope on disk.
-    public enum Strategy: String, Sendable, CaseIterable {
-        /// Items stay in memory, pre-serialized in one contiguous region, and are written as envelopes on
-        /// flush. A detected crash stores them exactly once (the crash handler writes them out, the next
-        /// start publishes them); a death nothing detects (SIGKILL) loses what was not yet forwarded.
-        case flushAll
-        /// Each item is appended to the file `cache` with a `write` on the calling thread; survives the
-        /// death of the process. The spec forbids it on Apple and Android main threads.
-        case fileStreamCache
-        /// Each item is copied into a memory-mapped crash-safe list (survives any death of the process,
-        /// `kill -9` included) and mirrored to a file in the background (`fdatasync`ed every
-        /// `ioSyncInterval`, against power loss). The default.
-        case doubleRotatingBuffer
-    }
-
-    /// The Sentry DSN, `https://<public key>@<host>/<project id>`.
-    public var dsn: String
-    /// The folder the buffer keeps its files in; one subfolder per DSN (SHA-1 of the DSN, 40 hex digits).
-    public var cacheDirectory: URL = Options.defaultCacheDirectory
-    /// The buffering strategy.
-    public var strategy: Strategy = .doubleRotatingBuffer
-    /// Seconds from the first buffered item to the forward of everything; in (0, 30].
-    public var flushInterval: TimeInterval = 5
-    /// Logs that trigger a forward, and the most per envelope; 1...100.
-    public var maxLogsPerBatch = 100
-    /// Spans that trigger a forward, and the most per envelope; 1...1000.
-    public var maxSpansPerBatch = 1000
-    /// Buffered bytes (framed) that trigger a forward; also bounds every envelope's item payload;
-    /// 4 KiB...1 MiB. A single item larger than this is rejected.
-    public var maxBatchBytes = 1 << 20
-    /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed: the window of
-    /// items a power loss can take; in [0.001, 10] seconds.
-    public var ioSyncInterval: TimeInterval = 0.1
-    /// Envelopes kept on disk; storing one more evicts the oldest (`cache_overflow`). At least 1.
-    public var maxCachedEnvelopes = 30
-    /// Envelopes older than this are removed when a buffer starts. More than 0.
-    public var maxEnvelopeAge: TimeInterval = 7 * 24 * 3600
-    /// The SDK name, sent in envelope headers and as the `sentry.sdk.name` attribute.
-    public var sdkName = "sentry.swift.telemetry-buffer"
-    /// The SDK version, sent in envelope headers and as the `sentry.sdk.version` attribute.
-    public var sdkVersion = TelemetryBuffer.version
-    /// Added to every item as `sentry.environment` and to span envelopes' sampling context.
-    public var environment: String?
-    /// Added to every item as `sentry.release` and to span envelopes' sampling context.
-    public var release: String?
-    /// The trace sample rate the app samples with, sent as `sample_rate` of span envelopes' sampling
-    /// context (every span that reaches the buffer was sampled); in (0, 1].
-    public var tracesSampleRate = 1.0
-    /// Whether a crash (SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS) makes the process-wide
-    /// handler save this buffer's items before the signal goes on to the handlers installed before it:
-    /// FlushAll's memory is written out, DoubleRotatingBuffer's mapped lists are synced. A signal the
-    /// process ignores is not hooked.
-    public var crashDetection = true
-    /// Whether SIGTERM counts as a detected termination too (items saved, then the previous action,
-    /// by default the process ends). Off by default: many apps handle SIGTERM themselves.
-    public var handleSIGTERM = false
-    /// Whether stored envelopes are sent to the DSN's server (with the default transport). Turn it off to
-    /// keep envelopes on disk only.
-    public var upload = true
-    /// Pacing, backoff, cool-off and timeout of the uploader.
-    public var uploadOptions = UploadOptions()
-    /// The HTTP client of the uploader; `nil` uses URLSession.
-    public var httpClient: (any HTTPClient)?
-    /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`,
-    /// which the uploader drains. Another transport takes envelopes as they are made, and no uploader runs.
-    public var transport: (any Transport)?
-    /// Receives the buffer's own diagnostics (drops, I/O failures), asynchronously and in order, on a serial
-    /// queue of the library's own (one for every buffer of the process): it may call any method of any
-    /// buffer, `flush()` and `close()` included. `close()` and a graceful exit wait (at most 2 s) for the
-    /// diagnostics reported before them.
-    public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
-
-    /// Options with every default and the given DSN.
-    public init(dsn: String) { self.dsn = dsn }
-
-    /// The platform's caches folder plus `io.telemetrybuffer` (on Linux `$XDG_CACHE_HOME` or `~/.cache`).
-    public static var defaultCacheDirectory: URL {
-        let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
-            ?? FileManager.default.temporaryDirectory
-        return caches.appendingPathComponent("io.telemetrybuffer", isDirectory: true)
-    }
-
-    /// Throws `TelemetryBufferError.invalidOption` for the first limit out of range.
-    func validate() throws {
-        func check(_ valid: Bool, _ name: String, _ reason: String) throws {
-            if !valid { throw TelemetryBufferError.invalidOption(name: name, reason: reason) }
+extension TelemetryBuffer {
+    /// How a `TelemetryBuffer` batches and stores. Every limit is checked when the buffer is created.
+    public struct Options: Sendable {
+        /// How the buffer keeps items between `add` and the envelope on disk.
+        public enum Strategy: String, Sendable, CaseIterable {
+            /// Items stay in memory, pre-serialized in one contiguous region, and are written as envelopes on
+            /// flush. A detected crash stores them exactly once (the crash handler writes them out, the next
+            /// start publishes them); a death nothing detects (SIGKILL) loses what was not yet forwarded.
+            case flushAll
+            /// Each item is appended to the file `cache` with a `write` on the calling thread; survives the
+            /// death of the process. The spec forbids it on Apple and Android main threads.
+            case fileStreamCache
+            /// Each item is copied into a memory-mapped crash-safe list (survives any death of the process,
+            /// `kill -9` included) and mirrored to a file in the background (`fdatasync`ed every
+            /// `ioSyncInterval`, against power loss). The default.
+            case doubleRotatingBuffer
         }
-        try check(flushInterval > 0 && flushInterval <= 30, "flushInterval",
-                  "must be more than 0 and at most 30 seconds (the protocol maximum), not \(flushInterval)")
-        try check((1...100).contains(maxLogsPerBatch), "maxLogsPerBatch",
-                  "must be 1...100 (the protocol maximum), not \(maxLogsPerBatch)")
-        try check((1...1000).contains(maxSpansPerBatch), "maxSpansPerBatch",
-                  "must be 1...1000 (the protocol maximum), not \(maxSpansPerBatch)")
-        try check((4096...(1 << 20)).contains(maxBatchBytes), "maxBatchBytes",
-                  "must be 4096...1048576 (1 MiB, the protocol's item limit), not \(maxBatchBytes)")
-        try check(ioSyncInterval >= 0.001 && ioSyncInterval <= 10, "ioSyncInterval",
-                  "must be 0.001...10 seconds, not \(ioSyncInterval)")
-        try check(maxCachedEnvelopes >= 1, "maxCachedEnvelopes", "must be at least 1, not \(maxCachedEnvelopes)")
-        try check(maxEnvelopeAge > 0, "maxEnvelopeAge", "must be more than 0 seconds, not \(maxEnvelopeAge)")
-        try check(tracesSampleRate > 0 && tracesSampleRate <= 1, "tracesSampleRate",
-                  "must be more than 0 and at most 1, not \(tracesSampleRate)")
-        try check(!sdkName.isEmpty, "sdkName", "must not be empty")
-        try check(!sdkVersion.isEmpty, "sdkVersion", "must not be empty")
-        for (name, value) in [("sdkName", sdkName), ("sdkVersion", sdkVersion)] {
-            try check(DSN.fitsAuthHeader(value), name,
-                      "must not contain control characters, whitespace or commas (it goes into X-Sentry-Auth)")
+
+        /// The Sentry DSN, `https://<public key>@<host>/<project id>`.
+        public var dsn: String
+        /// The folder the buffer keeps its files in; one subfolder per DSN (SHA-1 of the DSN, 40 hex digits).
+        public var cacheDirectory: URL = Options.defaultCacheDirectory
+        /// The buffering strategy.
+        public var strategy: Strategy = .doubleRotatingBuffer
+        /// Seconds from the first buffered item to the forward of everything; in (0, 30].
+        public var flushInterval: TimeInterval = 5
+        /// Logs that trigger a forward, and the most per envelope; 1...100.
+        public var maxLogsPerBatch = 100
+        /// Spans that trigger a forward, and the most per envelope; 1...1000.
+        public var maxSpansPerBatch = 1000
+        /// Buffered bytes (framed) that trigger a forward; also bounds every envelope's item payload;
+        /// 4 KiB...1 MiB. A single item larger than this is rejected.
+        public var maxBatchBytes = 1 << 20
+        /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed: the window of
+        /// items a power loss can take; in [0.001, 10] seconds.
+        public var ioSyncInterval: TimeInterval = 0.1
+        /// Envelopes kept on disk; storing one more evicts the oldest (`cache_overflow`). At least 1.
+        public var maxCachedEnvelopes = 30
+        /// Envelopes older than this are removed when a buffer starts. More than 0.
+        public var maxEnvelopeAge: TimeInterval = 7 * 24 * 3600
+        /// The SDK name, sent in envelope headers and as the `sentry.sdk.name` attribute.
+        public var sdkName = "sentry.swift.telemetry-buffer"
+        /// The SDK version, sent in envelope headers and as the `sentry.sdk.version` attribute.
+        public var sdkVersion = TelemetryBuffer.version
+        /// Added to every item as `sentry.environment` and to span envelopes' sampling context.
+        public var environment: String?
+        /// Added to every item as `sentry.release` and to span envelopes' sampling context.
+        public var release: String?
+        /// The trace sample rate the app samples with, sent as `sample_rate` of span envelopes' sampling
+        /// context (every span that reaches the buffer was sampled); in (0, 1].
+        public var tracesSampleRate = 1.0
+        /// Whether a crash (SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS) makes the process-wide
+        /// handler save this buffer's items before the signal goes on to the handlers installed before it:
+        /// FlushAll's memory is written out, DoubleRotatingBuffer's mapped lists are synced. A signal the
+        /// process ignores is not hooked.
+        public var crashDetection = true
+        /// Whether SIGTERM counts as a detected termination too (items saved, then the previous action,
+        /// by default the process ends). Off by default: many apps handle SIGTERM themselves.
+        public var handleSIGTERM = false
+        /// Whether stored envelopes are sent to the DSN's server (with the default transport). Turn it off to
+        /// keep envelopes on disk only.
+        public var upload = true
+        /// Pacing, backoff, cool-off and timeout of the uploader.
+        public var uploadOptions = UploadOptions()
+        /// The HTTP client of the uploader; `nil` uses URLSession.
+        public var httpClient: (any HTTPClient)?
+        /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`,
+        /// which the uploader drains. Another transport takes envelopes as they are made, and no uploader runs.
+        public var transport: (any Transport)?
+        /// Receives the buffer's own diagnostics (drops, I/O failures), asynchronously and in order, on a serial
+        /// queue of the library's own (one for every buffer of the process): it may call any method of any
+        /// buffer, `flush()` and `close()` included. `close()` and a graceful exit wait (at most 2 s) for the
+        /// diagnostics reported before them.
+        public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
+
+        /// Options with every default and the given DSN.
+        public init(dsn: String) { self.dsn = dsn }
+
+        /// The platform's caches folder plus `io.telemetrybuffer` (on Linux `$XDG_CACHE_HOME` or `~/.cache`).
+        public static var defaultCacheDirectory: URL {
+            let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+                ?? FileManager.default.temporaryDirectory
+            return caches.appendingPathComponent("io.telemetrybuffer", isDirectory: true)
         }
-        // NaN fails every comparison, so each check also refuses it.
-        let upload = uploadOptions
-        try check(upload.pacing >= 0 && upload.pacing.isFinite, "uploadOptions.pacing",
-                  "must be 0 or more seconds, not \(upload.pacing)")
-        try check(upload.backoffBase > 0 && upload.backoffBase.isFinite, "uploadOptions.backoffBase",
-                  "must be more than 0 seconds, not \(upload.backoffBase)")
-        try check(upload.maxAttempts >= 1, "uploadOptions.maxAttempts", "must be at least 1, not \(upload.maxAttempts)")
-        try check(upload.coolOff >= 0 && upload.coolOff.isFinite, "uploadOptions.coolOff",
-                  "must be 0 or more seconds, not \(upload.coolOff)")
-        try check(upload.requestTimeout > 0 && upload.requestTimeout.isFinite, "uploadOptions.requestTimeout",
-                  "must be more than 0 seconds, not \(upload.requestTimeout)")
+
+        /// Throws `TelemetryBufferError.invalidOption` for the first limit out of range.
+        func validate() throws {
+            func check(_ valid: Bool, _ name: String, _ reason: String) throws {
+                if !valid { throw TelemetryBufferError.invalidOption(name: name, reason: reason) }
+            }
+            try check(flushInterval > 0 && flushInterval <= 30, "flushInterval",
+                      "must be more than 0 and at most 30 seconds (the protocol maximum), not \(flushInterval)")
+            try check((1...100).contains(maxLogsPerBatch), "maxLogsPerBatch",
+                      "must be 1...100 (the protocol maximum), not \(maxLogsPerBatch)")
+            try check((1...1000).contains(maxSpansPerBatch), "maxSpansPerBatch",
+                      "must be 1...1000 (the protocol maximum), not \(maxSpansPerBatch)")
+            try check((4096...(1 << 20)).contains(maxBatchBytes), "maxBatchBytes",
+                      "must be 4096...1048576 (1 MiB, the protocol's item limit), not \(maxBatchBytes)")
+            try check(ioSyncInterval >= 0.001 && ioSyncInterval <= 10, "ioSyncInterval",
+                      "must be 0.001...10 seconds, not \(ioSyncInterval)")
+            try check(maxCachedEnvelopes >= 1, "maxCachedEnvelopes", "must be at least 1, not \(maxCachedEnvelopes)")
+            try check(maxEnvelopeAge > 0, "maxEnvelopeAge", "must be more than 0 seconds, not \(maxEnvelopeAge)")
+            try check(tracesSampleRate > 0 && tracesSampleRate <= 1, "tracesSampleRate",
+                      "must be more than 0 and at most 1, not \(tracesSampleRate)")
+            try check(!sdkName.isEmpty, "sdkName", "must not be empty")
+            try check(!sdkVersion.isEmpty, "sdkVersion", "must not be empty")
+            for (name, value) in [("sdkName", sdkName), ("sdkVersion", sdkVersion)] {
+                try check(DSN.fitsAuthHeader(value), name,
+                          "must not contain control characters, whitespace or commas (it goes into X-Sentry-Auth)")
+            }
+            // NaN fails every comparison, so each check also refuses it.
+            let upload = uploadOptions
+            try check(upload.pacing >= 0 && upload.pacing.isFinite, "uploadOptions.pacing",
+                      "must be 0 or more seconds, not \(upload.pacing)")
+            try check(upload.backoffBase > 0 && upload.backoffBase.isFinite, "uploadOptions.backoffBase",
+                      "must be more than 0 seconds, not \(upload.backoffBase)")
+            try check(upload.maxAttempts >= 1, "uploadOptions.maxAttempts", "must be at least 1, not \(upload.maxAttempts)")
+            try check(upload.coolOff >= 0 && upload.coolOff.isFinite, "uploadOptions.coolOff",
+                      "must be 0 or more seconds, not \(upload.coolOff)")
+            try check(upload.requestTimeout > 0 && upload.requestTimeout.isFinite, "uploadOptions.requestTimeout",
+                      "must be more than 0 seconds, not \(upload.requestTimeout)")
+        }
     }
 }
+
+/// `TelemetryBuffer.Options`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `Options` too).
+public typealias Options = TelemetryBuffer.Options

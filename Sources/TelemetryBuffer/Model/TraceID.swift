@@ -1,58 +1,62 @@
-/// A 16-byte W3C / Sentry trace ID, written as 32 lowercase hex digits.
-public struct TraceID: Hashable, Sendable, CustomStringConvertible {
-    /// The first eight bytes, big-endian.
-    public let high: UInt64
-    /// The last eight bytes, big-endian.
-    public let low: UInt64
+extension TelemetryBuffer {
+    /// A 16-byte W3C / Sentry trace ID, written as 32 lowercase hex digits.
+    public struct TraceID: Hashable, Sendable, CustomStringConvertible {
+        /// The first eight bytes, big-endian.
+        public let high: UInt64
+        /// The last eight bytes, big-endian.
+        public let low: UInt64
 
-    /// A trace ID from its two halves.
-    public init(high: UInt64, low: UInt64) {
-        self.high = high
-        self.low = low
+        /// A trace ID from its two halves.
+        public init(high: UInt64, low: UInt64) {
+            self.high = high
+            self.low = low
+        }
+
+        /// Parses 32 hex digits (either case); `nil` for anything else.
+        public init?(_ hex: String) {
+            let utf8 = Array(hex.utf8)
+            guard utf8.count == 32,
+                  let high = HexDigits.parse(utf8[0..<16]), let low = HexDigits.parse(utf8[16..<32])
+            else { return nil }
+            self.init(high: high, low: low)
+        }
+
+        /// A new random trace ID.
+        public static func random() -> TraceID {
+            var generator = SystemRandomNumberGenerator()
+            return TraceID(high: generator.next(), low: generator.next())
+        }
+
+        /// 32 lowercase hex digits.
+        public var description: String { HexDigits.string(high) + HexDigits.string(low) }
     }
-
-    /// Parses 32 hex digits (either case); `nil` for anything else.
-    public init?(_ hex: String) {
-        let utf8 = Array(hex.utf8)
-        guard utf8.count == 32,
-              let high = HexDigits.parse(utf8[0..<16]), let low = HexDigits.parse(utf8[16..<32])
-        else { return nil }
-        self.init(high: high, low: low)
-    }
-
-    /// A new random trace ID.
-    public static func random() -> TraceID {
-        var generator = SystemRandomNumberGenerator()
-        return TraceID(high: generator.next(), low: generator.next())
-    }
-
-    /// 32 lowercase hex digits.
-    public var description: String { HexDigits.string(high) + HexDigits.string(low) }
 }
 
-/// An 8-byte span ID, written as 16 lowercase hex digits.
-public struct SpanID: Hashable, Sendable, CustomStringConvertible {
-    /// The eight bytes, big-endian.
-    public let value: UInt64
+extension TelemetryBuffer {
+    /// An 8-byte span ID, written as 16 lowercase hex digits.
+    public struct SpanID: Hashable, Sendable, CustomStringConvertible {
+        /// The eight bytes, big-endian.
+        public let value: UInt64
 
-    /// A span ID from its eight bytes.
-    public init(_ value: UInt64) { self.value = value }
+        /// A span ID from its eight bytes.
+        public init(_ value: UInt64) { self.value = value }
 
-    /// Parses 16 hex digits (either case); `nil` for anything else.
-    public init?(_ hex: String) {
-        let utf8 = Array(hex.utf8)
-        guard utf8.count == 16, let value = HexDigits.parse(utf8[...]) else { return nil }
-        self.init(value)
+        /// Parses 16 hex digits (either case); `nil` for anything else.
+        public init?(_ hex: String) {
+            let utf8 = Array(hex.utf8)
+            guard utf8.count == 16, let value = HexDigits.parse(utf8[...]) else { return nil }
+            self.init(value)
+        }
+
+        /// A new random, non-zero span ID.
+        public static func random() -> SpanID {
+            var generator = SystemRandomNumberGenerator()
+            return SpanID(generator.next() | 1)
+        }
+
+        /// 16 lowercase hex digits.
+        public var description: String { HexDigits.string(value) }
     }
-
-    /// A new random, non-zero span ID.
-    public static func random() -> SpanID {
-        var generator = SystemRandomNumberGenerator()
-        return SpanID(generator.next() | 1)
-    }
-
-    /// 16 lowercase hex digits.
-    public var description: String { HexDigits.string(value) }
 }
 
 /// Hex conversions shared by the IDs and the encoders.
@@ -88,3 +92,11 @@ enum HexDigits {
         return value
     }
 }
+
+/// `TelemetryBuffer.TraceID`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `TraceID` too).
+public typealias TraceID = TelemetryBuffer.TraceID
+
+/// `TelemetryBuffer.SpanID`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `SpanID` too).
+public typealias SpanID = TelemetryBuffer.SpanID

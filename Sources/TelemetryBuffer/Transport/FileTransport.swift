@@ -1,175 +1,181 @@
 import Foundation
 
-/// Stores envelopes as files in one folder, the queue the uploader drains.
-///
-/// Each envelope is written atomically and durably (temporary file in the folder → `fsync` → `rename`
-/// → `fsync` of the folder), so a reader never sees a partial envelope and a stored envelope survives
-/// power loss. File names sort by age: `<µs since 1970, 16 digits>-<counter>-<random>.envelope`.
-/// At most `maxEnvelopes` are kept: storing one more evicts the oldest, and its items are counted as
-/// `cache_overflow`. Envelopes older than `maxAge` and temporary files left by a crash are removed when
-/// the transport opens the folder.
-public final class FileTransport: Transport, Outbox, @unchecked Sendable {
-    /// The folder holding the envelopes.
-    public let directory: URL
-    private let directoryFD: Int32
-    private let maxEnvelopes: Int
-    private let reports: ClientReportRecorder?
-    private let diagnostics: Diagnostics
-    /// Stored file names, oldest first, and the counter of the next name. Guarded by the lock; writes of
-    /// one transport are also serialised by it, so the list always matches the folder.
-    private let state: Locked<(names: [String], counter: UInt64)>
-    /// Called after each envelope is stored (the uploader starts draining).
-    private let stored = Locked<(@Sendable () -> Void)?>(nil)
+extension TelemetryBuffer {
+    /// Stores envelopes as files in one folder, the queue the uploader drains.
+    ///
+    /// Each envelope is written atomically and durably (temporary file in the folder → `fsync` → `rename`
+    /// → `fsync` of the folder), so a reader never sees a partial envelope and a stored envelope survives
+    /// power loss. File names sort by age: `<µs since 1970, 16 digits>-<counter>-<random>.envelope`.
+    /// At most `maxEnvelopes` are kept: storing one more evicts the oldest, and its items are counted as
+    /// `cache_overflow`. Envelopes older than `maxAge` and temporary files left by a crash are removed when
+    /// the transport opens the folder.
+    public final class FileTransport: Transport, Outbox, @unchecked Sendable {
+        /// The folder holding the envelopes.
+        public let directory: URL
+        private let directoryFD: Int32
+        private let maxEnvelopes: Int
+        private let reports: ClientReportRecorder?
+        private let diagnostics: Diagnostics
+        /// Stored file names, oldest first, and the counter of the next name. Guarded by the lock; writes of
+        /// one transport are also serialised by it, so the list always matches the folder.
+        private let state: Locked<(names: [String], counter: UInt64)>
+        /// Called after each envelope is stored (the uploader starts draining).
+        private let stored = Locked<(@Sendable () -> Void)?>(nil)
 
-    static let fileExtension = ".envelope"
-    private static let temporarySuffix = ".tmp"
+        static let fileExtension = ".envelope"
+        private static let temporarySuffix = ".tmp"
 
-    /// Opens (creating if needed) `directory`, removes expired envelopes and leftovers of interrupted
-    /// writes, and keeps at most `maxEnvelopes`.
-    public convenience init(directory: URL, maxEnvelopes: Int = 30, maxAge: TimeInterval = 7 * 24 * 3600) throws {
-        try self.init(directory: directory, maxEnvelopes: maxEnvelopes, maxAge: maxAge, reports: nil,
-                      diagnostics: Diagnostics(handler: nil))
-    }
-
-    init(directory: URL, maxEnvelopes: Int, maxAge: TimeInterval, reports: ClientReportRecorder?,
-         diagnostics: Diagnostics) throws {
-        guard maxEnvelopes >= 1 else {
-            throw TelemetryBufferError.invalidOption(name: "maxCachedEnvelopes", reason: "must be at least 1")
+        /// Opens (creating if needed) `directory`, removes expired envelopes and leftovers of interrupted
+        /// writes, and keeps at most `maxEnvelopes`.
+        public convenience init(directory: URL, maxEnvelopes: Int = 30, maxAge: TimeInterval = 7 * 24 * 3600) throws {
+            try self.init(directory: directory, maxEnvelopes: maxEnvelopes, maxAge: maxAge, reports: nil,
+                          diagnostics: Diagnostics(handler: nil))
         }
-        try FileSystem.makeDirectory(directory)
-        self.directory = directory
-        self.maxEnvelopes = maxEnvelopes
-        self.reports = reports
-        self.diagnostics = diagnostics
-        directoryFD = try FileSystem.openDirectory(directory)
 
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        let now = Date()
-        var names: [String] = []
-        var expired: [String] = []
-        for name in entries {
-            if name.hasPrefix("."), name.hasSuffix(Self.temporarySuffix) {
-                try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
-            } else if name.hasSuffix(Self.fileExtension) {
-                let path = directory.appendingPathComponent(name).path
-                let created = Self.creationDate(ofName: name)
-                    ?? (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
-                    ?? now
-                if now.timeIntervalSince(created) > maxAge { expired.append(name) } else { names.append(name) }
+        init(directory: URL, maxEnvelopes: Int, maxAge: TimeInterval, reports: ClientReportRecorder?,
+             diagnostics: Diagnostics) throws {
+            guard maxEnvelopes >= 1 else {
+                throw TelemetryBufferError.invalidOption(name: "maxCachedEnvelopes", reason: "must be at least 1")
             }
+            try FileSystem.makeDirectory(directory)
+            self.directory = directory
+            self.maxEnvelopes = maxEnvelopes
+            self.reports = reports
+            self.diagnostics = diagnostics
+            directoryFD = try FileSystem.openDirectory(directory)
+
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            let now = Date()
+            var names: [String] = []
+            var expired: [String] = []
+            for name in entries {
+                if name.hasPrefix("."), name.hasSuffix(Self.temporarySuffix) {
+                    try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+                } else if name.hasSuffix(Self.fileExtension) {
+                    let path = directory.appendingPathComponent(name).path
+                    let created = Self.creationDate(ofName: name)
+                        ?? (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+                        ?? now
+                    if now.timeIntervalSince(created) > maxAge { expired.append(name) } else { names.append(name) }
+                }
+            }
+            state = Locked((names.sorted(), 0))
+            for name in expired { discard(name, reason: .cacheOverflow, why: "older than maxEnvelopeAge") }
+            evictOverflow()
         }
-        state = Locked((names.sorted(), 0))
-        for name in expired { discard(name, reason: .cacheOverflow, why: "older than maxEnvelopeAge") }
-        evictOverflow()
-    }
 
-    deinit { close(directoryFD) }
+        deinit { FileSystem.closeDescriptor(directoryFD) }
 
-    /// Writes the envelope durably, then evicts the oldest envelopes beyond the limit.
-    public func send(_ envelope: Envelope) throws {
-        try state.withLock { state in
-            let name = Self.name(now: Date(), counter: state.counter)
-            state.counter &+= 1
-            try FileSystem.writeAtomically(
-                envelope.bytes, name: name, temporaryName: "." + name + Self.temporarySuffix,
-                directoryFD: directoryFD, directoryPath: directory.path)
-            state.names.append(name)
-        }
-        evictOverflow()
-        stored.withLock { $0 }?()
-    }
-
-    /// Moves complete envelope files (on the same file system), in order, into the folder under new
-    /// names: renames, so each appears whole; then evicts beyond the limit. The folder is not synced: a
-    /// rename that power loss undoes leaves a synced file where it was, and the buffer's start-up recovery
-    /// moves it again; a caller that moves files before syncing them syncs them, then `syncAdopted()`.
-    func adopt(_ files: [String]) throws {
-        try state.withLock { state in
-            for (position, file) in files.enumerated() {
-                if position == 1 { Failpoint.moveOne.hit() }
+        /// Writes the envelope durably, then evicts the oldest envelopes beyond the limit.
+        public func send(_ envelope: Envelope) throws {
+            try state.withLock { state in
                 let name = Self.name(now: Date(), counter: state.counter)
                 state.counter &+= 1
-                let target = directory.path + "/" + name
-                guard rename(file, target) == 0 else { throw FileSystem.error("rename", target) }
+                try FileSystem.writeAtomically(
+                    envelope.bytes, name: name, temporaryName: "." + name + Self.temporarySuffix,
+                    directoryFD: directoryFD, directoryPath: directory.path)
                 state.names.append(name)
             }
+            evictOverflow()
+            stored.withLock { $0 }?()
         }
-        evictOverflow()
-        stored.withLock { $0 }?()
-    }
 
-    /// Makes the folder's entries durable (envelopes `adopt`ed before their sync, see `DoubleRotatingBuffer`).
-    func syncAdopted() throws {
-        try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
-    }
-
-    /// Makes every stored envelope and the folder durable.
-    func syncStored() throws {
-        try FileSystem.sync(state.withLock { $0.names }, directoryFD: directoryFD, directoryPath: directory.path)
-    }
-
-    /// Sets what to call after each stored envelope.
-    func onStore(_ body: @escaping @Sendable () -> Void) { stored.withLock { $0 = body } }
-
-    /// Removes a stored envelope (sent, or refused by the server); with `reason`, its items count as dropped.
-    func remove(_ url: URL, countingAs reason: DiscardReason? = nil, why: String = "") {
-        let name = url.lastPathComponent
-        let known = state.withLock { state in
-            guard let index = state.names.firstIndex(of: name) else { return false }
-            state.names.remove(at: index)
-            return true
+        /// Moves complete envelope files (on the same file system), in order, into the folder under new
+        /// names: renames, so each appears whole; then evicts beyond the limit. The folder is not synced: a
+        /// rename that power loss undoes leaves a synced file where it was, and the buffer's start-up recovery
+        /// moves it again; a caller that moves files before syncing them syncs them, then `syncAdopted()`.
+        func adopt(_ files: [String]) throws {
+            try state.withLock { state in
+                for (position, file) in files.enumerated() {
+                    if position == 1 { Failpoint.moveOne.hit() }
+                    let name = Self.name(now: Date(), counter: state.counter)
+                    state.counter &+= 1
+                    let target = directory.path + "/" + name
+                    guard rename(file, target) == 0 else { throw FileSystem.error("rename", target) }
+                    state.names.append(name)
+                }
+            }
+            evictOverflow()
+            stored.withLock { $0 }?()
         }
-        guard known else { return }
-        if let reason { discard(name, reason: reason, why: why) } else {
-            try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+
+        /// Makes the folder's entries durable (envelopes `adopt`ed before their sync, see `DoubleRotatingBuffer`).
+        func syncAdopted() throws {
+            try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
         }
-    }
 
-    /// The stored envelope files, oldest first.
-    public func storedEnvelopes() -> [URL] {
-        state.withLock { $0.names }.map { directory.appendingPathComponent($0) }
-    }
-
-    private func evictOverflow() {
-        let evicted: [String] = state.withLock { state in
-            let excess = state.names.count - maxEnvelopes
-            guard excess > 0 else { return [] }
-            defer { state.names.removeFirst(excess) }
-            return Array(state.names.prefix(excess))
+        /// Makes every stored envelope and the folder durable.
+        func syncStored() throws {
+            try FileSystem.sync(state.withLock { $0.names }, directoryFD: directoryFD, directoryPath: directory.path)
         }
-        for name in evicted { discard(name, reason: .cacheOverflow, why: "more than maxCachedEnvelopes") }
-    }
 
-    /// Deletes a stored envelope and counts its items as dropped for `reason`.
-    private func discard(_ name: String, reason: DiscardReason, why: String) {
-        let url = directory.appendingPathComponent(name)
-        if let reports, let bytes = FileSystem.contents(of: url.path, limit: FileSystem.maxEnvelopeBytes),
-           let envelope = try? EnvelopeReader(bytes) {
-            for (category, quantity) in envelope.discardCounts() { reports.record(reason, category, quantity: quantity) }
+        /// Sets what to call after each stored envelope.
+        func onStore(_ body: @escaping @Sendable () -> Void) { stored.withLock { $0 = body } }
+
+        /// Removes a stored envelope (sent, or refused by the server); with `reason`, its items count as dropped.
+        func remove(_ url: URL, countingAs reason: DiscardReason? = nil, why: String = "") {
+            let name = url.lastPathComponent
+            let known = state.withLock { state in
+                guard let index = state.names.firstIndex(of: name) else { return false }
+                state.names.remove(at: index)
+                return true
+            }
+            guard known else { return }
+            if let reason { discard(name, reason: reason, why: why) } else {
+                try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+            }
         }
-        do {
-            try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
-            diagnostics.log(.warning, "dropped envelope \(name): \(why)")
-        } catch {
-            diagnostics.log(.error, "could not remove envelope \(name): \(error)")
+
+        /// The stored envelope files, oldest first.
+        public func storedEnvelopes() -> [URL] {
+            state.withLock { $0.names }.map { directory.appendingPathComponent($0) }
         }
-    }
 
-    /// `<16-digit µs>-<6-digit counter>-<8 hex random>.envelope`: lexical order is age order.
-    static func name(now: Date, counter: UInt64) -> String {
-        let micros = UInt64(max(0, now.timeIntervalSince1970 * 1_000_000))
-        let random = UInt32.random(in: .min ... .max)
-        return pad(String(micros), 16) + "-" + pad(String(counter % 1_000_000), 6) + "-"
-            + pad(String(random, radix: 16), 8) + fileExtension
-    }
+        private func evictOverflow() {
+            let evicted: [String] = state.withLock { state in
+                let excess = state.names.count - maxEnvelopes
+                guard excess > 0 else { return [] }
+                defer { state.names.removeFirst(excess) }
+                return Array(state.names.prefix(excess))
+            }
+            for name in evicted { discard(name, reason: .cacheOverflow, why: "more than maxCachedEnvelopes") }
+        }
 
-    /// The time a name produced by `name(now:counter:)` records.
-    static func creationDate(ofName name: String) -> Date? {
-        guard name.count > 17, let micros = UInt64(name.prefix(16)) else { return nil }
-        return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
-    }
+        /// Deletes a stored envelope and counts its items as dropped for `reason`.
+        private func discard(_ name: String, reason: DiscardReason, why: String) {
+            let url = directory.appendingPathComponent(name)
+            if let reports, let bytes = FileSystem.contents(of: url.path, limit: FileSystem.maxEnvelopeBytes),
+               let envelope = try? EnvelopeReader(bytes) {
+                for (category, quantity) in envelope.discardCounts() { reports.record(reason, category, quantity: quantity) }
+            }
+            do {
+                try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+                diagnostics.log(.warning, "dropped envelope \(name): \(why)")
+            } catch {
+                diagnostics.log(.error, "could not remove envelope \(name): \(error)")
+            }
+        }
 
-    private static func pad(_ text: String, _ width: Int) -> String {
-        String(repeating: "0", count: max(0, width - text.count)) + text
+        /// `<16-digit µs>-<6-digit counter>-<8 hex random>.envelope`: lexical order is age order.
+        static func name(now: Date, counter: UInt64) -> String {
+            let micros = UInt64(max(0, now.timeIntervalSince1970 * 1_000_000))
+            let random = UInt32.random(in: .min ... .max)
+            return pad(String(micros), 16) + "-" + pad(String(counter % 1_000_000), 6) + "-"
+                + pad(String(random, radix: 16), 8) + fileExtension
+        }
+
+        /// The time a name produced by `name(now:counter:)` records.
+        static func creationDate(ofName name: String) -> Date? {
+            guard name.count > 17, let micros = UInt64(name.prefix(16)) else { return nil }
+            return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+        }
+
+        private static func pad(_ text: String, _ width: Int) -> String {
+            String(repeating: "0", count: max(0, width - text.count)) + text
+        }
     }
 }
+
+/// `TelemetryBuffer.FileTransport`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `FileTransport` too).
+public typealias FileTransport = TelemetryBuffer.FileTransport

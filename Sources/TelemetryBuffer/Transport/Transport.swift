@@ -1,9 +1,15 @@
-/// Where finished envelopes go. The default is `FileTransport`, which stores them durably for the uploader.
-///
-/// A buffer calls `send` from its one background queue, one envelope at a time, never from the thread
-/// that called `add`. Plug in your own to route envelopes elsewhere.
-public protocol Transport: Sendable {
-    /// Takes one envelope. Return only once it is safe (stored durably or delivered); throw if it could not
-    /// be, and the buffer counts its items as dropped (`internal_sdk_error`).
-    func send(_ envelope: Envelope) throws
+extension TelemetryBuffer {
+    /// Where finished envelopes go. The default is `FileTransport`, which stores them durably for the uploader.
+    ///
+    /// A buffer calls `send` from its one background queue, one envelope at a time, never from the thread
+    /// that called `add`. Plug in your own to route envelopes elsewhere.
+    public protocol Transport: Sendable {
+        /// Takes one envelope. Return only once it is safe (stored durably or delivered); throw if it could not
+        /// be, and the buffer counts its items as dropped (`internal_sdk_error`).
+        func send(_ envelope: Envelope) throws
+    }
 }
+
+/// `TelemetryBuffer.Transport`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `Transport` too).
+public typealias Transport = TelemetryBuffer.Transport

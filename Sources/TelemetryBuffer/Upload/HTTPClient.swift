@@ -3,68 +3,92 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// One HTTP request of the uploader.
-public struct HTTPRequest: Sendable {
-    /// The envelope endpoint.
-    public var url: URL
-    /// Header fields, in order.
-    public var headers: [(name: String, value: String)]
-    /// The body: the envelope as sent.
-    public var body: [UInt8]
-    /// Seconds the request may take.
-    public var timeout: Double
-}
-
-/// The status and headers of a response.
-public struct HTTPResponse: Sendable {
-    /// The status code.
-    public var status: Int
-    /// Header fields with lowercased names.
-    public var headers: [String: String]
-
-    /// A response.
-    public init(status: Int, headers: [String: String]) {
-        self.status = status
-        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
+extension TelemetryBuffer {
+    /// One HTTP request of the uploader.
+    public struct HTTPRequest: Sendable {
+        /// The envelope endpoint.
+        public var url: URL
+        /// Header fields, in order.
+        public var headers: [(name: String, value: String)]
+        /// The body: the envelope as sent.
+        public var body: [UInt8]
+        /// Seconds the request may take.
+        public var timeout: Double
     }
 }
 
-/// Sends the uploader's requests. Plug in your own to use another HTTP stack; the default uses URLSession.
-public protocol HTTPClient: Sendable {
-    /// Sends `request` and calls `completion` once, with the response, or with an error for a network
-    /// failure (timeout, DNS, refused or reset connection) — the uploader retries those.
-    func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void)
-}
+extension TelemetryBuffer {
+    /// The status and headers of a response.
+    public struct HTTPResponse: Sendable {
+        /// The status code.
+        public var status: Int
+        /// Header fields with lowercased names.
+        public var headers: [String: String]
 
-/// The default client: URLSession (FoundationNetworking on Linux), no cookies, no caching.
-public final class URLSessionHTTPClient: HTTPClient {
-    private let session: URLSession
-
-    /// A client with an ephemeral session whose requests may take at most `timeout` seconds.
-    public init(timeout: Double = 30) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpShouldSetCookies = false
-        configuration.urlCache = nil
-        // FoundationNetworking does not let a request's own timeout undercut the session's.
-        configuration.timeoutIntervalForRequest = timeout
-        configuration.timeoutIntervalForResource = timeout
-        session = URLSession(configuration: configuration)
-    }
-
-    /// Sends the request with URLSession.
-    public func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) {
-        var urlRequest = URLRequest(url: request.url, timeoutInterval: request.timeout)
-        urlRequest.httpMethod = "POST"
-        for header in request.headers { urlRequest.setValue(header.value, forHTTPHeaderField: header.name) }
-        urlRequest.httpBody = Data(request.body)
-        session.dataTask(with: urlRequest) { _, response, error in
-            if let error { return completion(.failure(error)) }
-            guard let http = response as? HTTPURLResponse else {
-                return completion(.failure(URLError(.badServerResponse)))
-            }
-            var headers: [String: String] = [:]
-            for (name, value) in http.allHeaderFields { headers["\(name)".lowercased()] = "\(value)" }
-            completion(.success(HTTPResponse(status: http.statusCode, headers: headers)))
-        }.resume()
+        /// A response.
+        public init(status: Int, headers: [String: String]) {
+            self.status = status
+            self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
+        }
     }
 }
+
+extension TelemetryBuffer {
+    /// Sends the uploader's requests. Plug in your own to use another HTTP stack; the default uses URLSession.
+    public protocol HTTPClient: Sendable {
+        /// Sends `request` and calls `completion` once, with the response, or with an error for a network
+        /// failure (timeout, DNS, refused or reset connection) — the uploader retries those.
+        func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void)
+    }
+}
+
+extension TelemetryBuffer {
+    /// The default client: URLSession (FoundationNetworking on Linux), no cookies, no caching.
+    public final class URLSessionHTTPClient: HTTPClient {
+        private let session: URLSession
+
+        /// A client with an ephemeral session whose requests may take at most `timeout` seconds.
+        public init(timeout: Double = 30) {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.httpShouldSetCookies = false
+            configuration.urlCache = nil
+            // FoundationNetworking does not let a request's own timeout undercut the session's.
+            configuration.timeoutIntervalForRequest = timeout
+            configuration.timeoutIntervalForResource = timeout
+            session = URLSession(configuration: configuration)
+        }
+
+        /// Sends the request with URLSession.
+        public func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) {
+            var urlRequest = URLRequest(url: request.url, timeoutInterval: request.timeout)
+            urlRequest.httpMethod = "POST"
+            for header in request.headers { urlRequest.setValue(header.value, forHTTPHeaderField: header.name) }
+            urlRequest.httpBody = Data(request.body)
+            session.dataTask(with: urlRequest) { _, response, error in
+                if let error { return completion(.failure(error)) }
+                guard let http = response as? HTTPURLResponse else {
+                    return completion(.failure(URLError(.badServerResponse)))
+                }
+                var headers: [String: String] = [:]
+                for (name, value) in http.allHeaderFields { headers["\(name)".lowercased()] = "\(value)" }
+                completion(.success(HTTPResponse(status: http.statusCode, headers: headers)))
+            }.resume()
+        }
+    }
+}
+
+/// `TelemetryBuffer.HTTPRequest`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `HTTPRequest` too).
+public typealias HTTPRequest = TelemetryBuffer.HTTPRequest
+
+/// `TelemetryBuffer.HTTPResponse`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `HTTPResponse` too).
+public typealias HTTPResponse = TelemetryBuffer.HTTPResponse
+
+/// `TelemetryBuffer.HTTPClient`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `HTTPClient` too).
+public typealias HTTPClient = TelemetryBuffer.HTTPClient
+
+/// `TelemetryBuffer.URLSessionHTTPClient`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `URLSessionHTTPClient` too).
+public typealias URLSessionHTTPClient = TelemetryBuffer.URLSessionHTTPClient

@@ -1,25 +1,31 @@
-/// How the uploader paces and retries. Every number is configurable (tests use milliseconds).
-public struct UploadOptions: Sendable, Equatable {
-    /// Seconds between two sends while draining the folder.
-    public var pacing: Double = 0.1
-    /// The first backoff: after the n-th failed attempt the uploader waits `backoffBase × 2^(n-1)` plus a
-    /// jitter uniform in [0, that), up to `maxAttempts`.
-    public var backoffBase: Double = 3
-    /// Failed attempts before the cool-off.
-    public var maxAttempts = 5
-    /// Seconds of rest after `maxAttempts` failures; then the same cycle starts again.
-    public var coolOff: Double = 30 * 60
-    /// Seconds a request may take.
-    public var requestTimeout: Double = 30
+extension TelemetryBuffer {
+    /// How the uploader paces and retries. Every number is configurable (tests use milliseconds).
+    public struct UploadOptions: Sendable, Equatable {
+        /// Seconds between two sends while draining the folder.
+        public var pacing: Double = 0.1
+        /// The first backoff: after the n-th failed attempt the uploader waits `backoffBase × 2^(n-1)` plus a
+        /// jitter uniform in [0, that), up to `maxAttempts`.
+        public var backoffBase: Double = 3
+        /// Failed attempts before the cool-off.
+        public var maxAttempts = 5
+        /// Seconds of rest after `maxAttempts` failures; then the same cycle starts again.
+        public var coolOff: Double = 30 * 60
+        /// Seconds a request may take.
+        public var requestTimeout: Double = 30
 
-    /// The defaults: 0.1 s pacing; backoff 3 s × 2^n with jitter; 5 attempts; 30 min cool-off; 30 s timeout.
-    public init() {}
+        /// The defaults: 0.1 s pacing; backoff 3 s × 2^n with jitter; 5 attempts; 30 min cool-off; 30 s timeout.
+        public init() {}
 
-    /// How long to wait after the `failures`-th consecutive failure (1-based), given a uniform random
-    /// `jitter` in [0, 1); and whether that wait is the cool-off (after which attempts count from 1 again).
-    func wait(afterFailure failures: Int, jitter: Double) -> (seconds: Double, coolOff: Bool) {
-        guard failures < maxAttempts else { return (coolOff, true) }
-        let delay = backoffBase * Double(1 << min(max(failures - 1, 0), 30))
-        return (delay + delay * jitter, false)
+        /// How long to wait after the `failures`-th consecutive failure (1-based), given a uniform random
+        /// `jitter` in [0, 1); and whether that wait is the cool-off (after which attempts count from 1 again).
+        func wait(afterFailure failures: Int, jitter: Double) -> (seconds: Double, coolOff: Bool) {
+            guard failures < maxAttempts else { return (coolOff, true) }
+            let delay = backoffBase * Double(1 << min(max(failures - 1, 0), 30))
+            return (delay + delay * jitter, false)
+        }
     }
 }
+
+/// `TelemetryBuffer.UploadOptions`: the module and its main class share a name, so the qualified form
+/// names the class's member (as needed where another module has a `UploadOptions` too).
+public typealias UploadOptions = TelemetryBuffer.UploadOptions
