@@ -37,10 +37,11 @@ public final class TelemetryBuffer: Sendable {
     private let queue: DispatchQueue
     private let scheduler: FlushScheduler
     private let folder: BufferFolder
-    /// The strategy in use: `options.strategy`, except on a copy-on-write file system (btrfs, ZFS,
-    /// bcachefs), where a store into a mapped list asks for new disk space: a full disk would raise SIGBUS
-    /// in `add`, a nearly full btrfs stall it. There `doubleRotatingBuffer` runs as `fileStreamCache`, whose
-    /// appends are writes that fail cleanly (a warning diagnostic says so).
+    /// The strategy in use: `options.strategy`, except where a store into a mapped list may ask the file
+    /// system for new space (on Linux, any file system but ext2/3/4, XFS and tmpfs: btrfs, ZFS, F2FS,
+    /// overlayfs…): a full disk would raise SIGBUS in `add`, a nearly full btrfs stall it. There
+    /// `doubleRotatingBuffer` runs as `fileStreamCache`, whose appends are writes that fail cleanly (a
+    /// warning diagnostic says so).
     public let activeStrategy: Options.Strategy
     private let crash: CrashRegistration?
     private let uploader: Uploader?

@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 @testable import TelemetryBuffer
 
-/// A full copy-on-write file system, for real: a btrfs image, loop-mounted. There a store into a mapped
+/// A full copy-on-write file system, for real: a btrfs image, loop-mounted (and overlayfs on it). There a store into a mapped
 /// page asks for new space however the file was allocated: a full disk answers with SIGBUS in the storing
 /// thread (the app's `add`), and a nearly full one can hold it in the kernel (seen here for 120 s in
 /// `btrfs_page_mkwrite`, even with `NOCOW` set). So DoubleRotatingBuffer runs as FileStreamCache there.
@@ -15,7 +15,25 @@ final class CopyOnWriteTests: XCTestCase {
     func testAFullBtrfsNeitherFaultsNorStallsAddAndKeepsEveryAcknowledgedItem() throws {
         let disk = try LoopMountedBtrfs()
         defer { disk.remove() }
-        let folder = try TemporaryDirectory(in: disk.mountPoint)
+        try fill(disk, folder: TemporaryDirectory(in: disk.mountPoint))
+    }
+
+    /// The same through overlayfs (Docker's and podman's default), which reports its own type for files
+    /// whose pages live on the btrfs below.
+    func testAFullBtrfsUnderOverlayfsNeitherFaultsNorStallsAdd() throws {
+        let disk = try LoopMountedBtrfs()
+        defer { disk.remove() }
+        let layers = ["lower", "upper", "work", "merged"].map { disk.mountPoint.appendingPathComponent($0) }
+        for layer in layers { try FileManager.default.createDirectory(at: layer, withIntermediateDirectories: true) }
+        let mounted = try Demo.run(["-t", "overlay", "overlay", "-o",
+                                    "lowerdir=\(layers[0].path),upperdir=\(layers[1].path),workdir=\(layers[2].path)",
+                                    layers[3].path], deadline: 60, program: URL(fileURLWithPath: "/bin/mount"))
+        guard mounted.status == 0 else { throw XCTSkip("cannot mount overlayfs here: \(mounted.errors)") }
+        defer { _ = try? Demo.run([layers[3].path], deadline: 60, program: URL(fileURLWithPath: "/bin/umount")) }
+        try fill(disk, folder: TemporaryDirectory(in: layers[3]))
+    }
+
+    private func fill(_ disk: LoopMountedBtrfs, folder: TemporaryDirectory, file: StaticString = #filePath, line: UInt = #line) throws {
         try disk.fill(leaving: 4 << 20)
 
         let writingBack = Locked(true)
@@ -30,18 +48,18 @@ final class CopyOnWriteTests: XCTestCase {
                                    "--max-envelopes", "100000"], deadline: 60)
         writingBack.withLock { $0 = false }
         writer.wait()
-        XCTAssertEqual(stress.status, 0, "the stress must survive the full disk: \(stress.errors.suffix(2000))")
-        XCTAssertTrue(stress.lines.contains { $0.hasPrefix("drop") }, "the disk never filled up")
-        XCTAssertTrue(stress.errors.contains("using FileStreamCache instead of DoubleRotatingBuffer"), stress.errors)
+        XCTAssertEqual(stress.status, 0, "the stress must survive the full disk: \(stress.errors.suffix(2000))", file: file, line: line)
+        XCTAssertTrue(stress.lines.contains { $0.hasPrefix("drop") }, "the disk never filled up", file: file, line: line)
+        XCTAssertTrue(stress.errors.contains("using FileStreamCache instead of DoubleRotatingBuffer"), stress.errors, file: file, line: line)
         let bufferFolder = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent(BufferFolder.name)
         let stored = try FileManager.default.contentsOfDirectory(atPath: bufferFolder.path)
-        XCTAssertFalse(stored.contains { $0.hasPrefix(BufferFolder.crashSafeListPrefix) }, "no mapped list: \(stored)")
-        XCTAssertTrue(stored.contains(BufferFolder.streamCache), "FileStreamCache took over: \(stored)")
+        XCTAssertFalse(stored.contains { $0.hasPrefix(BufferFolder.crashSafeListPrefix) }, "no mapped list: \(stored)", file: file, line: line)
+        XCTAssertTrue(stored.contains(BufferFolder.streamCache), "FileStreamCache took over: \(stored)", file: file, line: line)
 
         try disk.unfill()
         let recovery = try Demo.run(["recover", "--dir", folder.url.path, "--max-envelopes", "100000"])
-        XCTAssertEqual(recovery.status, 0, recovery.errors)
-        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "full btrfs")
+        XCTAssertEqual(recovery.status, 0, recovery.errors, file: file, line: line)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "full btrfs", file: file, line: line)
     }
 }
 

@@ -141,8 +141,9 @@ void tb_crash_test_pause(const char *path, int pause_ms);
 int tb_crash_install_alternate_stack(void);
 
 /// 1 when a store into a page of a `MAP_SHARED` mapping of `fd` never asks the file system for space once
-/// the file is allocated (its blocks are overwritten in place), 0 when it may (btrfs, ZFS, bcachefs): there
-/// a full disk raises SIGBUS in the storing thread, and a nearly full btrfs can stall it in the kernel.
+/// the file is allocated (Linux: ext2/3/4, XFS, tmpfs; Apple: always), 0 when it may or cannot be told
+/// (btrfs, ZFS, bcachefs, F2FS, overlayfs, FUSE, NFS…): there a full disk raises SIGBUS in the storing
+/// thread, and a nearly full btrfs can stall it in the kernel.
 int tb_file_overwrites_in_place(int fd);
 
 /// Whether `tb_crc32c` may be called: the CPU has a CRC-32C instruction this build can use. Call it once

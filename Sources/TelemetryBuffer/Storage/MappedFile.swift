@@ -12,8 +12,9 @@ import Musl
 /// Bytes stored into the mapping are in the kernel's page cache at once: they survive the death of the
 /// process by any signal, SIGKILL included (not a kernel crash or power loss). The file is fully
 /// allocated on disk at creation, so a full disk fails here with an error and never later as SIGBUS
-/// when a page is first touched. On a copy-on-write file system a store can need new space however the
-/// file was allocated: there `init` throws `WritesCanFault` rather than map it.
+/// when a page is first touched. On other file systems (copy-on-write, log-structured, or layered so that
+/// the one below cannot be told) a store can need new space however the file was allocated: there `init`
+/// throws `WritesCanFault` rather than map it.
 ///
 /// The file stays open while mapped, so that the crash handler can `fsync` it.
 final class MappedFile {
@@ -21,12 +22,13 @@ final class MappedFile {
     let size: Int
     let descriptor: Int32
 
-    /// The file system of `path` may look for new space when a page of the mapping is stored into
-    /// (copy-on-write): a full disk would raise SIGBUS in the storing thread, a nearly full one stall it.
+    /// The file system of `path` may look for new space when a page of the mapping is stored into (see
+    /// `tb_file_overwrites_in_place`): a full disk would raise SIGBUS in the storing thread, a nearly full one
+    /// stall it.
     /// A file `init` created is removed again.
     struct WritesCanFault: Error, CustomStringConvertible {
         var path: String
-        var description: String { "stores into a mapping of \(path) may need new disk space (a copy-on-write file system)" }
+        var description: String { "stores into a mapping of \(path) may need new disk space (not ext2/3/4, XFS or tmpfs)" }
     }
 
     /// Opens or creates `path`, makes it exactly `size` bytes with every block allocated, and maps it.
