@@ -155,6 +155,7 @@ public final class TelemetryBuffer: Sendable {
                 try folder.syncStaged()
                 try outbox.syncStored()
             }
+            folder.releaseHeldBack()
             report.withLock { $0 = found }
             if found.items > 0 || found.envelopes > 0 {
                 diagnostics.log(.info, "recovered \(found.items) items (\(found.duplicates) duplicates skipped) into \(found.envelopes) envelopes")
@@ -196,7 +197,9 @@ public final class TelemetryBuffer: Sendable {
         // Items the app added but never flushed: forward them, keeping the strategy (and its crash
         // registration, which points into it) alive for it.
         LiveBuffers.release(ObjectIdentifier(self), directory: directory.path, finalForward: { [strategy, crash, folder] in
-            guard !Self.isForkedChild else { return }
+            // After `close()` (the folder is released) there is nothing left to forward, and the folder
+            // may be a new buffer's already.
+            guard !Self.isForkedChild, !folder.isReleased else { return }
             strategy.close()
             crash?.unregister()
             // Now, not when the last reference goes: a new buffer on this DSN is waiting for the folder.

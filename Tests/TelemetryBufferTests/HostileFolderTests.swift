@@ -60,25 +60,53 @@ final class HostileFolderTests: XCTestCase {
 
     /// A recovery that fails part-way keeps its claimed files, markers and all, and a later recovery
     /// removes the envelopes a `publishing` marker names. What this process stages meanwhile must carry
-    /// other indices, or that removal takes them, with items whose `captured` list says they are stored.
+    /// other indices, or that removal takes them, with items whose `captured` list says they are stored;
+    /// also when the indices wrap at 2^32 (a planted marker names the last ones).
     func testEnvelopeIndicesAfterAFailedRecoveryMissEveryOlderMarker() throws {
-        let bufferFolder = try BufferFolder(path: dsnFolder.appendingPathComponent(BufferFolder.name).path)
-        // An earlier process's stream cache, claimed; its publication was cut after the marker.
-        let claimed = "recovering-0-" + BufferFolder.streamFlushing
-        try FramedFile.write(records: [], kind: .streamCache, name: claimed, in: bufferFolder)
-        try FramedFile.mark(.init(state: .publishing, firstEnvelope: 0, envelopeCount: 4), name: claimed, in: bufferFolder)
-        bufferFolder.release()
+        for wrapping in [false, true] {
+            let bufferFolder = try BufferFolder(path: dsnFolder.appendingPathComponent(BufferFolder.name).path)
+            // An earlier process's stream cache, claimed; its publication was cut after the marker.
+            try plantClaimed("recovering-0-" + BufferFolder.streamFlushing, marker: .init(state: .publishing, firstEnvelope: 0, envelopeCount: 4), in: bufferFolder)
+            if wrapping {
+                try plantClaimed("recovering-1-" + BufferFolder.streamFlushing,
+                                 marker: .init(state: .publishing, firstEnvelope: UInt32.max - 16, envelopeCount: 32), in: bufferFolder)
+            }
+            bufferFolder.release()
 
-        // This process's recovery fails; it is killed once its first publication is captured, not moved.
-        let stress = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "fileStreamCache",
-                                   "--count", "300", "--max-envelopes", "100000"],
-                                  failpoint: .publishCaptured, failing: .recoveryFails)
-        XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
-        XCTAssertTrue(stress.errors.contains("start-up recovery failed"), stress.errors)
+            // This process's recovery fails; it is killed once its first publication is captured, not moved.
+            let stress = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "fileStreamCache",
+                                       "--count", "300", "--max-envelopes", "100000"],
+                                      failpoint: .publishCaptured, failing: .recoveryFails)
+            XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
+            XCTAssertTrue(stress.errors.contains("start-up recovery failed"), stress.errors)
+            let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--strategy", "fileStreamCache",
+                                         "--max-envelopes", "100000"])
+            XCTAssertEqual(recovery.status, 0, recovery.errors)
+            try assertDelivered(stress, in: directory, spans: false, crashSafe: true, "after a failed recovery, wrapping: \(wrapping)")
+            try FileManager.default.removeItem(at: dsnFolder)
+        }
+    }
+
+    /// A recovery that fails leaves what earlier processes staged where it is: a publication cut before
+    /// its commit is moved by nobody but the recovery that later removes it (moved meanwhile, its items
+    /// came twice: once from the envelopes, once from the list recovery publishes again).
+    func testAFailedRecoveryMovesNoEnvelopeOfAnInterruptedPublication() throws {
+        let cut = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "fileStreamCache", "--count", "300",
+                                "--max-envelopes", "100000"], failpoint: .publishStaged)
+        XCTAssertEqual(cut.status, -SIGKILL, cut.errors)
+        let failed = try Demo.run(["stress", "--dir", directory.url.path, "--strategy", "fileStreamCache", "--count", "0",
+                                   "--max-envelopes", "100000"], failing: .recoveryFails)
+        XCTAssertEqual(failed.status, 0, failed.errors)
+        XCTAssertTrue(failed.errors.contains("start-up recovery failed"), failed.errors)
         let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--strategy", "fileStreamCache",
                                      "--max-envelopes", "100000"])
         XCTAssertEqual(recovery.status, 0, recovery.errors)
-        try assertDelivered(stress, in: directory, spans: false, crashSafe: true, "after a failed recovery")
+        try assertDelivered(cut, in: directory, spans: false, crashSafe: true, "after a failed recovery")
+    }
+
+    private func plantClaimed(_ name: String, marker: RecordFraming.Publication, in folder: BufferFolder) throws {
+        try FramedFile.write(records: [], kind: .streamCache, name: name, in: folder)
+        try FramedFile.mark(marker, name: name, in: folder)
     }
 
     /// Symbolic links and FIFOs with the names of buffer files: nothing is written through a link (a

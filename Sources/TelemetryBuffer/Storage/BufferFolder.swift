@@ -67,7 +67,8 @@ final class BufferFolder: @unchecked Sendable {
         }
     }
 
-    private var isReleased: Bool { released.withLock { $0 } }
+    /// Whether `release()` gave the folder up: from then on nothing here changes its files.
+    var isReleased: Bool { released.withLock { $0 } }
 
     func names() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
 
@@ -95,18 +96,36 @@ final class BufferFolder: @unchecked Sendable {
         return (first..<first + count).map { Self.terminationPrefix + String($0) }
     }
 
-    /// Makes later reservations start past the envelopes `marker` names (a marker in a file this buffer
-    /// has not published yet: a later recovery removes that range if the marker says `publishing`).
-    func reserve(after marker: RecordFraming.Publication) {
-        guard marker.state != .idle else { return }
-        nextEnvelope = max(nextEnvelope, marker.envelopes.upperBound)
+    /// What earlier processes left that recovery has not dealt with yet: the envelope ranges their claimed
+    /// files' markers name, and the envelopes they staged. Until `releaseHeldBack()`, reservations avoid
+    /// both and moves leave the staged ones where they are: if recovery fails, the next start removes or
+    /// moves them, as their markers say (moved now, a publication recovery repeats would come twice).
+    private var heldBack: (ranges: [Range<UInt64>], staged: Set<UInt64>) = ([], [])
+
+    /// Holds back the ranges `markers` name and every envelope staged now (see `heldBack`); later
+    /// reservations start past them. Call before anything of this process is staged.
+    func holdBack(markers: [RecordFraming.Publication]) {
+        heldBack = (markers.filter { $0.state != .idle }.map(\.envelopes), Set(names().compactMap(Self.stagedIndex)))
+        nextEnvelope = max(nextEnvelope, heldBack.ranges.map(\.upperBound).max() ?? 0)
     }
+
+    /// Recovery dealt with what earlier processes left: nothing is held back any more.
+    func releaseHeldBack() { heldBack = ([], []) }
 
     /// Indices for `count` new staged envelopes, as a publication marker in state `publishing`.
     func reserve(_ count: Int) -> RecordFraming.Publication {
-        if nextEnvelope + UInt64(count) > UInt64(UInt32.max) { nextEnvelope = 0 }
+        if nextEnvelope + UInt64(count) > UInt64(UInt32.max) { nextEnvelope = firstFree(count) }
         defer { nextEnvelope += UInt64(count) }
         return .init(state: .publishing, firstEnvelope: UInt32(nextEnvelope), envelopeCount: UInt16(count))
+    }
+
+    /// After the indices wrap: the lowest `count` indices that no held-back range and no staged envelope
+    /// uses (0 if none are left below 2^32, which no folder of a buffer comes near).
+    private func firstFree(_ count: Int) -> UInt64 {
+        let taken = heldBack.ranges + names().compactMap(Self.stagedIndex).map { $0..<$0 + 1 }
+        var start: UInt64 = 0
+        while let clash = taken.first(where: { $0.overlaps(start..<start + UInt64(count)) }) { start = clash.upperBound }
+        return start + UInt64(count) <= UInt64(UInt32.max) ? start : 0
     }
 
     /// Writes envelopes as `envelope-<first+i>`, complete on return but not yet synced (see
@@ -142,32 +161,38 @@ final class BufferFolder: @unchecked Sendable {
 
     /// Removes the staged envelopes a marker names (an interrupted publication).
     func removeStaged(_ publication: RecordFraming.Publication) {
+        guard !isReleased else { return }
         for index in publication.envelopes { remove(Self.envelopePrefix + String(index)) }
     }
 
-    /// The paths of the staged envelopes, oldest first; none once the folder is released (they are then
-    /// the next buffer's to move).
+    /// The paths of the staged envelopes to move, oldest first: not those held back for recovery, and
+    /// none once the folder is released (they are then the next buffer's to move).
     func stagedPaths() -> [String] {
-        isReleased ? [] : stagedEnvelopes().map { path + "/" + $0.name }
+        guard !isReleased else { return [] }
+        return stagedEnvelopes().filter { !heldBack.staged.contains($0.index) }.map { path + "/" + $0.name }
     }
 
     func writeAtomically(_ bytes: [UInt8], name: String) throws {
+        guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
         try FileSystem.writeAtomically(
             bytes, name: name, temporaryName: "." + name + Self.temporarySuffix, directoryFD: fd, directoryPath: path)
     }
 
     func rename(_ name: String, to newName: String) throws {
+        guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
         guard renameat(fd, name, fd, newName) == 0 else { throw FileSystem.error("rename", path + "/" + name) }
     }
 
     /// Cuts the records off the framed file `name`, keeping its header.
     func empty(_ name: String) throws {
+        guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
         guard truncate(path + "/" + name, off_t(RecordFraming.headerSize)) == 0 else {
             throw FileSystem.error("truncate", path + "/" + name)
         }
     }
 
     func remove(_ name: String) {
+        guard !isReleased else { return }
         try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
     }
 

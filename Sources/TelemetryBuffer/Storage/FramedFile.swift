@@ -93,6 +93,7 @@ struct FramedFile {
 
     /// Overwrites the publication marker of `name` in place.
     static func mark(_ publication: RecordFraming.Publication, name: String, in folder: BufferFolder) throws {
+        guard !folder.isReleased else { throw TelemetryBufferError.folderInUse(path: folder.path) }
         let path = folder.path + "/" + name
         let fd = try FileSystem.openFile(path, O_WRONLY)
         defer { close(fd) }

@@ -76,6 +76,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     /// cannot be (no descriptor left, a full disk), nothing is renamed and the adds keep going into the
     /// file named `cache`, never into one renamed under them.
     private func rotate() throws {
+        // The names are a later buffer's once the folder is released.
+        guard !folder.isReleased else { throw TelemetryBufferError.folderInUse(path: folder.path) }
         let flushingPath = folder.path + "/" + BufferFolder.streamFlushing
         let temporary = folder.path + "/." + BufferFolder.streamCache + ".tmp"
         try Failpoint.streamCacheFails.failIfArmed("open", temporary)

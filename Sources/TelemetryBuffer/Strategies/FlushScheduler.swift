@@ -23,14 +23,12 @@ final class FlushScheduler: @unchecked Sendable {
         self.strategy = strategy
         timer = DispatchSource.makeTimerSource(queue: queue)
         wake = DispatchSource.makeUserDataOrSource(queue: queue)
-        timer.schedule(deadline: .distantFuture)
         timer.setEventHandler { [weak self] in self?.timerFired() }
         timer.resume()
-        // A finite deadline on a running timer makes libdispatch set up its event loop (epoll, eventfd,
-        // timerfd on Linux) now: set up lazily at the first forward, it traps the process if no descriptor
-        // is left by then.
-        timer.schedule(deadline: .now() + .seconds(86_400))
-        timer.schedule(deadline: .distantFuture)
+        // Armed now, and never disarmed: libdispatch sets up its event loop (epoll, eventfd, and on Linux
+        // a timerfd) when a timer is first armed, and keeps it while one is. Set up lazily at the first
+        // forward, it trapped the process when no descriptor was left by then.
+        stop()
         wake.setEventHandler { [weak self] in self?.woken() }
         wake.resume()
     }
@@ -61,8 +59,11 @@ final class FlushScheduler: @unchecked Sendable {
     /// Stops the timer until the next item arrives. Must run on `queue`.
     func stop() {
         armed = false
-        timer.schedule(deadline: .distantFuture)
+        timer.schedule(deadline: .now() + Self.idle)
     }
+
+    /// The deadline of a stopped timer: far, but never "never" (see `init`).
+    private static let idle = DispatchTimeInterval.seconds(365 * 86_400)
 
     /// Forwards nothing more, whatever is queued or woken later. Must run on `queue`.
     func close() {

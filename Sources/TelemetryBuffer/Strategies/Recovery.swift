@@ -84,10 +84,8 @@ enum Recovery {
         let claimed = folder.names().filter { claimedName($0) != nil }
         // First, before anything can fail: if this recovery stops part-way, its files stay claimed with their
         // markers, and a later recovery removes the envelopes a `publishing` one names. This process's
-        // envelopes must never carry those indices.
-        for name in claimed {
-            if let marker = FramedFile.marker(folder: folder.path, name: name) { folder.reserve(after: marker) }
-        }
+        // envelopes must never carry those indices, nor may it move what earlier processes staged.
+        folder.holdBack(markers: claimed.compactMap { FramedFile.marker(folder: folder.path, name: $0) })
         try Failpoint.recoveryFails.failIfArmed("read", folder.path)
         try folder.sync()  // the claims
         var report = RecoveryReport()
