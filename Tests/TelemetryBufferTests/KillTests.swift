@@ -97,6 +97,22 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "stream cache that cannot rotate")
     }
 
+    /// A `flushing` that cannot be read is not taken for published: it stays, the adds fill `cache` and are
+    /// then refused (counted), and the next start delivers everything acknowledged.
+    func testAnUnreadableFlushingFileStays() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let stress = try Demo.run(["stress", "--dir", folder.url.path, "--strategy", "fileStreamCache", "--count", "3000",
+                                   "--spans", "--max-envelopes", "100000"], failing: .streamReadFails)
+        XCTAssertEqual(stress.status, 0, stress.errors)
+        XCTAssertTrue(stress.errors.contains("could not publish flushing"), stress.errors)
+        let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent(BufferFolder.name)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: buffers.appendingPathComponent(BufferFolder.streamFlushing).path))
+        let recovery = try Demo.recover(folder, .fileStreamCache)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "unreadable flushing")
+    }
+
     /// No descriptor left (`RLIMIT_NOFILE` lowered and used up in the child) from just after start:
     /// nothing can be staged, rotated or published, so adds are refused once the buffer is full (counted),
     /// and everything acknowledged waits in the buffer files for the next start. FlushAll keeps items in

@@ -179,6 +179,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func publishFlushing() throws {
         let name = BufferFolder.streamFlushing
         // Unreadable is not published: `flushing` stays for the next forward.
+        try Failpoint.streamReadFails.failIfArmed("read", folder.path + "/" + name)
         guard let file = try FramedFile.read(folder: folder.path, name: name) else { return }
         // `captured`: an earlier attempt staged the envelopes (since moved), then could not sync them.
         // Staging them again would publish every item twice, and a failed `fsync` is not retried (Linux

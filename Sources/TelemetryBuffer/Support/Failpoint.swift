@@ -51,6 +51,9 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// FileStreamCache cannot create the next `cache` when it rotates (as with no descriptor left).
     case streamCacheFails = "stream.cache-fails"
 
+    /// FileStreamCache cannot read `flushing` (as with no descriptor left or an I/O error).
+    case streamReadFails = "stream.read-fails"
+
     /// The sync of published envelopes fails, as after an `fsync` error: a DoubleRotatingBuffer's
     /// deferred sync, a FileStreamCache's publication after its marker says `captured`.
     case syncFails = "sync.fails"
