@@ -62,6 +62,7 @@ public final class TelemetryBuffer: Sendable {
     /// published. See `recovery` for what was found. The one wait: a buffer on the same DSN released
     /// without `close()` holds the folder until its final forward, which this waits for (at most 2 s).
     ///
+    /// - Parameter options: What the buffer sends where, and how it keeps it; validated here.
     /// - Throws: `TelemetryBufferError` for an invalid DSN, an option out of range, an unusable cache
     ///   directory, a buffer folder already in use by another buffer, or a file that cannot be created
     ///   (a full disk fails here, never later).
@@ -211,6 +212,7 @@ public final class TelemetryBuffer: Sendable {
 
     /// Buffers a log. Callable from any thread; never waits on disk I/O.
     ///
+    /// - Parameter log: The log, encoded to JSON once, here, on the calling thread.
     /// - Returns: `true` once the buffer holds the log; `false` if it was dropped (buffer full while the
     ///   previous batch is still being written, buffer closed, larger than `maxBatchBytes`, added in the
     ///   child of a `fork()`, or, with FlushAll, while the crash handler holds the buffer's halves). Every
@@ -227,6 +229,7 @@ public final class TelemetryBuffer: Sendable {
 
     /// Buffers a finished span. Callable from any thread; never waits on disk I/O.
     ///
+    /// - Parameter span: The span, encoded to JSON once, here, on the calling thread.
     /// - Returns: `true` once the buffer holds the span; `false` if it was dropped (see `add(log:)`; a span
     ///   dropped on overflow also drops the later spans of its trace in that batch). Every drop is counted.
     @discardableResult
@@ -277,6 +280,7 @@ public final class TelemetryBuffer: Sendable {
 
     /// Like `flush()`, waiting at most `timeout` seconds.
     ///
+    /// - Parameter timeout: The longest wait, in seconds (0 or less: do not wait).
     /// - Returns: `true` if the forward finished in time; `false` if it is still running in the background.
     @discardableResult
     public func flush(timeout: TimeInterval) -> Bool {
