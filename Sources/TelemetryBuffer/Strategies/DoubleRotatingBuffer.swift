@@ -98,6 +98,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
 
     /// IO queue: starts copying the active list every `ioSyncInterval`.
     private func armMirror() {
+        dispatchPrecondition(condition: .onQueue(io))
         guard !ioArmed else { return }
         ioArmed = true
         ioTimer.schedule(deadline: .now() + ioInterval, repeating: ioInterval)
@@ -106,6 +107,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// IO queue: copies the active list's new records into its cache and makes them durable; stops the
     /// timer once there is nothing left to copy.
     private func mirror() {
+        dispatchPrecondition(condition: .onQueue(io))
         let index = regions.activeIndex
         do {
             let wrote = try caches[index].catchUp(with: lists[index])
@@ -151,6 +153,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// Sync queue: makes every published envelope durable, then empties the copies that kept their
     /// items and keeps them as spares.
     private func syncPublished() {
+        dispatchPrecondition(condition: .onQueue(syncs))
         let (envelopes, copies) = unsynced.withLock { unsynced in
             defer { (unsynced.envelopes, unsynced.copies) = ([], []) }
             return (unsynced.envelopes, unsynced.copies)

@@ -3,7 +3,7 @@ import Dispatch
 /// Decides when a strategy forwards, on the buffer's serial background queue: `flushInterval` after the
 /// first item of a batch, at once when a limit is reached, and never while the buffer is empty.
 ///
-/// All its state is touched only on `queue`.
+/// All its state is touched only on `queue` (checked with `dispatchPrecondition`).
 final class FlushScheduler: @unchecked Sendable {
     private let queue: DispatchQueue
     private let interval: DispatchTimeInterval
@@ -28,7 +28,7 @@ final class FlushScheduler: @unchecked Sendable {
         // Armed now, and never disarmed: libdispatch sets up its event loop (epoll, eventfd, and on Linux
         // a timerfd) when a timer is first armed, and keeps it while one is. Set up lazily at the first
         // forward, it trapped the process when no descriptor was left by then.
-        stop()
+        timer.schedule(deadline: .now() + Self.idle)
         wake.setEventHandler { [weak self] in self?.woken() }
         wake.resume()
     }
@@ -39,6 +39,7 @@ final class FlushScheduler: @unchecked Sendable {
     }
 
     private func woken() {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return }
         let reasons = wake.data
         if reasons & Self.forwardNow != 0 {
@@ -51,6 +52,7 @@ final class FlushScheduler: @unchecked Sendable {
 
     /// Forwards everything now. Must run on `queue`.
     func forwardEverything() {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return }
         strategy.forward(everything: true)
         settle()
@@ -58,6 +60,7 @@ final class FlushScheduler: @unchecked Sendable {
 
     /// Stops the timer until the next item arrives. Must run on `queue`.
     func stop() {
+        dispatchPrecondition(condition: .onQueue(queue))
         armed = false
         timer.schedule(deadline: .now() + Self.idle)
     }
@@ -67,6 +70,7 @@ final class FlushScheduler: @unchecked Sendable {
 
     /// Forwards nothing more, whatever is queued or woken later. Must run on `queue`.
     func close() {
+        dispatchPrecondition(condition: .onQueue(queue))
         closed = true
         cancel()
     }
@@ -77,6 +81,7 @@ final class FlushScheduler: @unchecked Sendable {
     }
 
     private func timerFired() {
+        dispatchPrecondition(condition: .onQueue(queue))
         armed = false
         forwardEverything()
     }

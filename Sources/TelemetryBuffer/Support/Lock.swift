@@ -59,12 +59,13 @@ final class Lock: @unchecked Sendable {
     }
 }
 
-/// A value guarded by a `Lock`.
+/// A value guarded by a `Lock`: `Sendable` when the value is (as `NIOLockedValueBox`), so a non-Sendable
+/// value cannot cross threads hidden in one.
 ///
 /// The value lives in its own allocation and is reached through a pointer, so accessing it costs no
 /// dynamic exclusivity check (a class's stored `var` would cost two runtime calls per access); the lock
 /// already makes the accesses exclusive.
-final class Locked<Value>: @unchecked Sendable {
+final class Locked<Value> {
     private let lock = Lock()
     private let value: UnsafeMutablePointer<Value>
 
@@ -85,3 +86,5 @@ final class Locked<Value>: @unchecked Sendable {
         return try body(&value.pointee)
     }
 }
+
+extension Locked: @unchecked Sendable where Value: Sendable {}

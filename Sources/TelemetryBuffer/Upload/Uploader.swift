@@ -100,6 +100,7 @@ final class Uploader: @unchecked Sendable {
 
     /// Sends the oldest envelope whose categories are not rate-limited.
     private func sendNext() {
+        dispatchPrecondition(condition: .onQueue(queue))
         guard !closed.withLock({ $0 }) else { return }
         if case .stopped = state { return }
         let now = Date()
@@ -165,6 +166,7 @@ final class Uploader: @unchecked Sendable {
     /// What a response (or a network error) means for the envelope `url`; after `close()`, only what
     /// concerns the file and the counts is done, and the state stays `disabled`.
     private func finish(_ url: URL, report: ClientReport?, _ outcome: Result<HTTPResponse, any Error>) {
+        dispatchPrecondition(condition: .onQueue(queue))
         if closed.withLock({ $0 }) {
             // Closed meanwhile: the folder may be another buffer's by now, so no stop, no callbacks.
             if case .success(let response) = outcome, (200..<300).contains(response.status) { files.remove(url) } else { restore(report) }
@@ -205,15 +207,18 @@ final class Uploader: @unchecked Sendable {
     }
 
     private func next() {
+        dispatchPrecondition(condition: .onQueue(queue))
         set(.idle)
         schedule(after: options.pacing)
     }
 
     private func restore(_ report: ClientReport?) {
+        dispatchPrecondition(condition: .onQueue(queue))
         if let report { reports.restore(report) }
     }
 
     private func retryLater(_ report: ClientReport?) {
+        dispatchPrecondition(condition: .onQueue(queue))
         restore(report)
         failures += 1
         let wait = options.wait(afterFailure: failures, jitter: Double.random(in: 0..<1))
