@@ -1,12 +1,4 @@
 import Foundation
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// A background file copy of a crash-safe list, for power loss: the mapped list already survives the
 /// death of the process, but only `fdatasync`ed bytes survive the machine's.
 ///
@@ -97,12 +89,9 @@ final class AsyncIOCache {
     private static func write(_ bytes: UnsafeRawBufferPointer, at offset: Int, fd: Int32, path: String) throws {
         var done = 0
         while done < bytes.count {
-            let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw FileSystem.error("write", path)
+            done += try SystemCall.retrying("write", path) {
+                pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
             }
-            done += written
         }
     }
 }

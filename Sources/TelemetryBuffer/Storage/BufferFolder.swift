@@ -1,12 +1,4 @@
 import Foundation
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// The `telemetry-buffer/` folder of one DSN: the buffer files of every strategy, the staged
 /// `envelope-x` files, and the lock that keeps a second buffer out.
 ///

@@ -1,12 +1,4 @@
 import Foundation
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// Thin, honest wrappers of the POSIX calls the storage layer makes; failures become
 /// `TelemetryBufferError.fileSystem` with the errno and the path.
 enum FileSystem {
@@ -130,10 +122,8 @@ enum FileSystem {
         var first = 0
         while first < vectors.count {
             let count = min(vectors.count - first, 1024)
-            let written = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw error("writev", path)
+            let written = try SystemCall.retrying("writev", path) {
+                vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
             }
             // Skip what was written: whole vectors, then part of the next.
             var left = written
@@ -192,30 +182,21 @@ enum FileSystem {
         let size = Int(status.st_size)
         guard size <= limit else { throw TooLarge(path: path, size: size) }
         var first = [UInt8](repeating: 0, count: min(prefix, size))
-        guard let got = first.withUnsafeMutableBytes({ readFully(fd, into: $0) }) else { throw error("read", path) }
+        let got = try first.withUnsafeMutableBytes { try readFully(fd, into: $0, path: path) }
         first.removeLast(first.count - got)
         let wanted = min(size, first.withUnsafeBytes(length))
         guard wanted > first.count, got == prefix else { return first }
-        var failed = false
-        let bytes = [UInt8](unsafeUninitializedCapacity: wanted) { buffer, count in
+        return try [UInt8](unsafeUninitializedCapacity: wanted) { buffer, count in
             count = UnsafeMutableBufferPointer(rebasing: buffer[..<first.count]).initialize(from: first).1
-            guard let got = readFully(fd, into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[count...]))) else {
-                failed = true
-                return
-            }
-            count += got
+            count += try readFully(fd, into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[count...])), path: path)
         }
-        if failed { throw error("read", path) }
-        return bytes
     }
 
-    /// Reads until `buffer` is full or the file ends; the number of bytes read, or `nil` on an error.
-    private static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+    /// Reads until `buffer` is full or the file ends; the number of bytes read.
+    private static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws -> Int {
         var count = 0
         while count < buffer.count {
-            let got = read(fd, buffer.baseAddress! + count, buffer.count - count)
-            if got < 0, errno == EINTR { continue }
-            guard got >= 0 else { return nil }
+            let got = try SystemCall.retrying("read", path) { read(fd, buffer.baseAddress! + count, buffer.count - count) }
             if got == 0 { break }
             count += got
         }

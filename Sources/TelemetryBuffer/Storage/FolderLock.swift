@@ -1,10 +1,4 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Foundation
 
 /// An exclusive advisory lock (`flock`) on a folder's `lock` file, held for the owner's lifetime.
 ///

@@ -1,12 +1,4 @@
 import Foundation
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// A buffer file read back whole: a crash-safe list, an IO cache, a stream cache, a recovered file or a
 /// detected-termination file. All share `RecordFraming`.
 struct FramedFile {

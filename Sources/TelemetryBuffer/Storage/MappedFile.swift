@@ -1,11 +1,5 @@
 import CTelemetrySignals
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Foundation
 
 /// A regular file of a fixed size mapped `MAP_SHARED`, read-write.
 ///
@@ -74,12 +68,9 @@ final class MappedFile {
         var offset = 0
         while offset < size {
             let count = min(zeros.count, size - offset)
-            let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, count, off_t(offset)) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw FileSystem.error("pwrite", path)
+            offset += try SystemCall.retrying("pwrite", path) {
+                zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, count, off_t(offset)) }
             }
-            offset += written
         }
     }
 }

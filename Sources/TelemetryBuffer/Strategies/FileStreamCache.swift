@@ -1,12 +1,4 @@
 import Foundation
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// The FileStreamCache strategy (option 2 of the mobile spec): every `add` appends its framed record to
 /// the file `cache` with one `writev` **on the calling thread**.
 ///
@@ -134,17 +126,15 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func writeRecord(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> Bool {
         var headerDone = 0, payloadDone = 0
         while headerDone < header.count || payloadDone < payload.count {
-            let written = withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
-                vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress! + headerDone),
-                                   iov_len: header.count - headerDone)
-                vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: payload.baseAddress! + payloadDone),
-                                   iov_len: payload.count - payloadDone)
-                return writev(fd, vectors.baseAddress, 2)
-            }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
+            guard let written = try? SystemCall.retrying("writev", BufferFolder.streamCache, {
+                withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
+                    vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress! + headerDone),
+                                       iov_len: header.count - headerDone)
+                    vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: payload.baseAddress! + payloadDone),
+                                       iov_len: payload.count - payloadDone)
+                    return writev(fd, vectors.baseAddress, 2)
+                }
+            }) else { return false }
             let fromHeader = min(written, header.count - headerDone)
             headerDone += fromHeader
             payloadDone += written - fromHeader

@@ -1,10 +1,4 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Foundation
 
 /// One reusable encoding buffer per thread, so that threads encode in parallel without allocating and the
 /// buffer's lock is held only for the copy. Thread-specific data is a plain memory read, not a syscall.

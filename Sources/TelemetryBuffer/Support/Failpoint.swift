@@ -1,13 +1,5 @@
 import CTelemetrySignals
 import Foundation
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
-
 /// Named steps of publishing and recovery where the kill and crash tests stop a process, or make a step fail.
 ///
 /// In debug builds only (`TELEMETRY_BUFFER_FAILPOINTS`, see Package.swift),

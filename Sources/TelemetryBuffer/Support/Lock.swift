@@ -1,10 +1,4 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Foundation
 
 /// A non-recursive mutex for short critical sections: `os_unfair_lock` on Apple platforms, a
 /// `pthread_mutex_t` elsewhere. The lock word lives in its own allocation so its address never moves.
