@@ -137,7 +137,11 @@ public final class TelemetryBuffer: Sendable {
             // Before any forward of this process, which may leave publications recovery must date. If it
             // fails, an older `boot` (or none) dates them: they are then trusted less, never more.
             do { try folder.recordBoot() } catch { diagnostics.log(.error, "could not record the boot: \(error)") }
-            if claimed { Self.recover(folder: folder, outbox: outbox, batcher: batcher, into: recovered, diagnostics: diagnostics) }
+            if claimed {
+                Self.recover(folder: folder, outbox: outbox, batcher: batcher, into: recovered, diagnostics: diagnostics)
+            } else {
+                folder.recoveryDone()
+            }
             recovering.leave()
             outbox.takeStaged(from: folder, diagnostics: diagnostics)
         }
@@ -156,7 +160,7 @@ public final class TelemetryBuffer: Sendable {
                 try folder.syncStaged()
                 try outbox.syncStored()
             }
-            folder.releaseHeldBack()
+            folder.recoveryDone()
             report.withLock { $0 = found }
             if found.items > 0 || found.envelopes > 0 {
                 diagnostics.log(.info, "recovered \(found.items) items (\(found.duplicates) duplicates skipped) into \(found.envelopes) envelopes")
@@ -307,6 +311,8 @@ public final class TelemetryBuffer: Sendable {
         // First, so that no request starts for a folder this buffer is about to give up.
         uploader?.close()
         onQueue {
+            // Closed before: the folder may be a new buffer's by now.
+            guard !folder.isReleased else { return }
             strategy.close()
             crash?.unregister()
             scheduler.close()
@@ -325,7 +331,7 @@ public final class TelemetryBuffer: Sendable {
             for url in files?.storedEnvelopes() ?? [] {
                 files?.remove(url, countingAs: .sendError, why: "the DSN's key is invalid")
             }
-            for name in folder.names()
+            for name in (try? folder.names()) ?? []
             where Recovery.isSource(name) || name.hasPrefix(BufferFolder.envelopePrefix)
                 || name.hasPrefix(BufferFolder.sparePrefix) || name == BufferFolder.boot {
                 folder.remove(name)

@@ -140,6 +140,39 @@ final class StorageTests: XCTestCase {
     }
 
     /// Names the buffer could have written but with numbers it never writes are not its files.
+    /// Every reservation, not only the first after the indices wrap at 2^32, skips the envelopes staged
+    /// and the ranges older markers name; staging never writes over a file already there, and a stage that
+    /// fails removes only what it created; before recovery is done only this process's envelopes move.
+    func testReservationsNeverReuseAnIndexInUse() throws {
+        let folder = try BufferFolder(path: bufferFolder)
+        defer { folder.release() }
+        for index in [0, 3, Int(UInt32.max) - 1] {
+            XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/envelope-\(index)", contents: Data("theirs".utf8)))
+        }
+        folder.holdBack(markers: [.init(state: .publishing, firstEnvelope: UInt32.max - 40, envelopeCount: 30),
+                                  .init(state: .publishing, firstEnvelope: 6, envelopeCount: 2)])
+        var reserved: [Range<UInt64>] = []
+        for _ in 0..<4 { reserved.append(try folder.reserve(2).envelopes) }
+        XCTAssertEqual(reserved, [UInt64(UInt32.max) - 10..<UInt64(UInt32.max) - 8, UInt64(UInt32.max) - 8..<UInt64(UInt32.max) - 6,
+                                  UInt64(UInt32.max) - 6..<UInt64(UInt32.max) - 4, UInt64(UInt32.max) - 4..<UInt64(UInt32.max) - 2])
+        // Wrapped: 0 and 3 are staged, 6..<8 held back.
+        reserved = try (0..<3).map { _ in try folder.reserve(2).envelopes }
+        XCTAssertEqual(reserved, [1..<3, 4..<6, 8..<10])
+
+        // Staging over an index in use fails and leaves that file alone.
+        let clash = RecordFraming.Publication(state: .publishing, firstEnvelope: 2, envelopeCount: 2)
+        let parts = EnvelopeParts(head: Array("{}".utf8), payloads: [])
+        XCTAssertThrowsError(try folder.stage([parts, parts], as: clash))
+        XCTAssertEqual(try String(contentsOfFile: bufferFolder + "/envelope-3", encoding: .utf8), "theirs")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: bufferFolder + "/envelope-2"), "what the stage created is gone")
+
+        // Before recovery is done, only this process's envelopes move.
+        _ = try folder.stage([parts], as: .init(state: .publishing, firstEnvelope: 1, envelopeCount: 1))
+        XCTAssertEqual(try folder.stagedPaths().map { ($0 as NSString).lastPathComponent }, ["envelope-1"])
+        folder.recoveryDone()
+        XCTAssertEqual(try folder.stagedPaths().count, 4)
+    }
+
     func testNamesWithNumbersTheBufferNeverWritesAreLeftAlone() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         // A staged envelope and a claimed file numbered at their type's maximum: the next number after

@@ -42,7 +42,7 @@ final class BufferFolder: @unchecked Sendable {
         self.path = path
         fd = try FileSystem.openDirectory(URL(fileURLWithPath: path, isDirectory: true))
         nextEnvelope = 0
-        let names = names()
+        let names = try names()
         for name in names where name.hasSuffix(Self.temporarySuffix) {
             try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
         }
@@ -62,11 +62,27 @@ final class BufferFolder: @unchecked Sendable {
     /// Whether `release()` gave the folder up: from then on nothing here changes its files.
     var isReleased: Bool { released.withLock { $0 } }
 
-    func names() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
+    /// The folder's entries, sorted. Throws if it cannot be listed (no descriptor left): an empty list
+    /// would pass for a folder with nothing to recover.
+    func names() throws -> [String] {
+        guard let directory = opendir(path) else { throw FileSystem.error("opendir", path) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                if errno != 0 { throw FileSystem.error("readdir", path) }
+                break
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
 
     /// Staged envelopes, by index (a file with such a name that is not a regular file of ours is left alone).
-    func stagedEnvelopes() -> [(index: UInt64, name: String)] {
-        names().compactMap { name in Self.stagedIndex(name).map { ($0, name) } }
+    func stagedEnvelopes() throws -> [(index: UInt64, name: String)] {
+        try names().compactMap { name in Self.stagedIndex(name).map { ($0, name) } }
             .filter { FileSystem.isOurs($0.name, in: fd) }.sorted { $0.index < $1.index }
     }
 
@@ -81,63 +97,75 @@ final class BufferFolder: @unchecked Sendable {
 
     /// Names for `count` new detected-termination files, numbered after any already there.
     func terminationNames(_ count: Int) -> [String] {
-        let taken = names().compactMap { name in
+        let taken = ((try? names()) ?? []).compactMap { name in
             name.hasPrefix(Self.terminationPrefix) ? Int(name.dropFirst(Self.terminationPrefix.count)) : nil
         }
         let first = (taken.max() ?? -1) + 1
         return (first..<first + count).map { Self.terminationPrefix + String($0) }
     }
 
-    /// What earlier processes left that recovery has not dealt with yet: the envelope ranges their claimed
-    /// files' markers name, and the envelopes they staged. Until `releaseHeldBack()`, reservations avoid
-    /// both and moves leave the staged ones where they are: if recovery fails, the next start removes or
-    /// moves them, as their markers say (moved now, a publication recovery repeats would come twice).
-    private var heldBack: (ranges: [Range<UInt64>], staged: Set<UInt64>) = ([], [])
+    /// Until recovery has dealt with what earlier processes left (`nil` after): the envelope ranges their
+    /// claimed files' markers name, which reservations avoid (a later recovery removes a `publishing`
+    /// marker's range), and the indices this process reserved, the only staged envelopes it moves
+    /// meanwhile (moved before recovery, an interrupted publication's envelopes came twice).
+    private var beforeRecovery: (heldRanges: [Range<UInt64>], own: Set<UInt64>)? = ([], [])
 
-    /// Holds back the ranges `markers` name and every envelope staged now (see `heldBack`); later
-    /// reservations start past them. Call before anything of this process is staged.
+    /// Reservations avoid the ranges `markers` name until `recoveryDone()`. Call before anything is staged.
     func holdBack(markers: [RecordFraming.Publication]) {
-        heldBack = (markers.filter { $0.state != .idle }.map(\.envelopes), Set(names().compactMap(Self.stagedIndex)))
-        nextEnvelope = max(nextEnvelope, heldBack.ranges.map(\.upperBound).max() ?? 0)
+        let ranges = markers.filter { $0.state != .idle }.map(\.envelopes)
+        beforeRecovery?.heldRanges = ranges
+        nextEnvelope = max(nextEnvelope, ranges.map(\.upperBound).max() ?? 0)
     }
 
-    /// Recovery dealt with what earlier processes left: nothing is held back any more.
-    func releaseHeldBack() { heldBack = ([], []) }
+    /// Recovery dealt with what earlier processes left (or there was nothing): every staged envelope may move.
+    func recoveryDone() { beforeRecovery = nil }
 
-    /// Indices for `count` new staged envelopes, as a publication marker in state `publishing`.
-    func reserve(_ count: Int) -> RecordFraming.Publication {
-        if nextEnvelope + UInt64(count) > UInt64(UInt32.max) { nextEnvelope = firstFree(count) }
-        defer { nextEnvelope += UInt64(count) }
-        return .init(state: .publishing, firstEnvelope: UInt32(nextEnvelope), envelopeCount: UInt16(count))
-    }
-
-    /// After the indices wrap: the lowest `count` indices that no held-back range and no staged envelope
-    /// uses (0 if none are left below 2^32, which no folder of a buffer comes near).
-    private func firstFree(_ count: Int) -> UInt64 {
-        let taken = heldBack.ranges + names().compactMap(Self.stagedIndex).map { $0..<$0 + 1 }
-        var start: UInt64 = 0
-        while let clash = taken.first(where: { $0.overlaps(start..<start + UInt64(count)) }) { start = clash.upperBound }
-        return start + UInt64(count) <= UInt64(UInt32.max) ? start : 0
+    /// Indices for `count` new staged envelopes, as a publication marker in state `publishing`: the next
+    /// ones no staged envelope and no held-back range uses, wrapping once at 2^32.
+    func reserve(_ count: Int) throws -> RecordFraming.Publication {
+        let width = UInt64(count)
+        let taken = (beforeRecovery?.heldRanges ?? []) + (try names()).compactMap(Self.stagedIndex).map { $0..<$0 + 1 }
+        var start = nextEnvelope, wrapped = false
+        while true {
+            if start + width > UInt64(UInt32.max) {
+                guard !wrapped else { throw TelemetryBufferError.fileSystem(operation: "reserve", path: path, errno: ENOSPC) }
+                (start, wrapped) = (0, true)
+            }
+            guard let clash = taken.first(where: { $0.overlaps(start..<start + width) }) else { break }
+            start = clash.upperBound
+        }
+        nextEnvelope = start + width
+        beforeRecovery?.own.formUnion(start..<start + width)
+        return .init(state: .publishing, firstEnvelope: UInt32(start), envelopeCount: UInt16(count))
     }
 
     /// Writes envelopes as `envelope-<first+i>`, complete on return but not yet synced (see
     /// `UnsyncedFiles`). No temporary names: until the caller marks the publication `captured`, recovery
-    /// deletes these files whole, whatever state they are in.
+    /// deletes these files whole, whatever state they are in. On a failure, the files this call created
+    /// are removed again, and only they.
     func stage(_ envelopes: [EnvelopeParts], as publication: RecordFraming.Publication) throws -> UnsyncedFiles {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
         let written = UnsyncedFiles(in: self)
-        for (offset, envelope) in envelopes.enumerated() {
-            let name = Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset))
-            let file = try FileSystem.openFile(name, O_WRONLY | O_CREAT | O_TRUNC, in: fd, path: path + "/" + name)
-            written.append(file, path: path + "/" + name)
-            try envelope.withPieces { try FileSystem.writeAll(file, pieces: $0, path: path + "/" + name) }
+        var created: [String] = []
+        do {
+            for (offset, envelope) in envelopes.enumerated() {
+                let name = Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset))
+                // Never over a file already there: it is someone's envelope.
+                let file = try FileSystem.openFile(name, O_WRONLY | O_CREAT | O_EXCL, in: fd, path: path + "/" + name)
+                created.append(name)
+                written.append(file, path: path + "/" + name)
+                try envelope.withPieces { try FileSystem.writeAll(file, pieces: $0, path: path + "/" + name) }
+            }
+        } catch {
+            for name in created { remove(name) }
+            throw error
         }
         return written
     }
 
     /// Makes every staged envelope durable: each file, then the folder.
     func syncStaged() throws {
-        try FileSystem.sync(stagedEnvelopes().map(\.name), directoryFD: fd, directoryPath: path)
+        try FileSystem.sync(try stagedEnvelopes().map(\.name), directoryFD: fd, directoryPath: path)
     }
 
     /// Records the boot this process runs in (`BootSession`) as the file `boot`, without a sync: if
@@ -157,11 +185,11 @@ final class BufferFolder: @unchecked Sendable {
         for index in publication.envelopes { remove(Self.envelopePrefix + String(index)) }
     }
 
-    /// The paths of the staged envelopes to move, oldest first: not those held back for recovery, and
-    /// none once the folder is released (they are then the next buffer's to move).
-    func stagedPaths() -> [String] {
+    /// The paths of the staged envelopes to move, oldest first: before recovery is done only this
+    /// process's, and none once the folder is released (they are then the next buffer's to move).
+    func stagedPaths() throws -> [String] {
         guard !isReleased else { return [] }
-        return stagedEnvelopes().filter { !heldBack.staged.contains($0.index) }.map { path + "/" + $0.name }
+        return try stagedEnvelopes().filter { beforeRecovery?.own.contains($0.index) ?? true }.map { path + "/" + $0.name }
     }
 
     func writeAtomically(_ bytes: [UInt8], name: String) throws {

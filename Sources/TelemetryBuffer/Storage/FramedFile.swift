@@ -30,12 +30,18 @@ struct FramedFile {
     }
 
     /// The publication marker in the header of `name`, reading nothing else; `nil` for a file that is
-    /// missing, not the buffer's, without a valid header, or unreadable.
-    static func marker(folder: String, name: String) -> RecordFraming.Publication? {
-        guard let header = try? FileSystem.readFile(folder + "/" + name, prefix: RecordFraming.headerSize,
-                                                    limit: FileSystem.maxFramedFileBytes, length: { _ in 0 }),
-              header.count == RecordFraming.headerSize
-        else { return nil }
+    /// missing, not the buffer's or without a valid header. Throws if it exists but cannot be read.
+    static func marker(folder: String, name: String) throws -> RecordFraming.Publication? {
+        let header: [UInt8]?
+        do {
+            header = try FileSystem.readFile(folder + "/" + name, prefix: RecordFraming.headerSize,
+                                             limit: FileSystem.maxFramedFileBytes, length: { _ in 0 })
+        } catch is FileSystem.ForeignFile {
+            return nil
+        } catch is FileSystem.TooLarge {
+            return nil
+        }
+        guard let header, header.count == RecordFraming.headerSize else { return nil }
         return header.withUnsafeBytes { raw in
             RecordFraming.kind(ofHeader: raw) == nil ? nil : RecordFraming.Publication(header: raw)
         }

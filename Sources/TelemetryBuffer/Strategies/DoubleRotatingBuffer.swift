@@ -211,7 +211,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// processes left.
     private func nextCopyName() -> String {
         let number = retired ?? {
-            let spares = folder.names().filter { $0.hasPrefix(BufferFolder.sparePrefix) }
+            let spares = ((try? folder.names()) ?? []).filter { $0.hasPrefix(BufferFolder.sparePrefix) }
             unsynced.withLock { $0.spares += spares }
             return (spares.compactMap { Int($0.dropFirst(BufferFolder.sparePrefix.count)) }.max() ?? -1) + 1
         }()

@@ -59,19 +59,19 @@ struct EnvelopeBatcher: Sendable {
     /// marker goes `publishing` with the reserved `envelope-x` range, the envelopes are staged, the
     /// marker goes `captured`. The envelopes are not yet synced: `captured` proves them complete only
     /// within this boot (see `Recovery`), and the caller must `sync()` them before it drops the last
-    /// durable copy of the items. If staging fails, the staged envelopes are removed and the marker is
-    /// cleared before the error is rethrown; if the marker cannot say `captured`, they are removed.
+    /// durable copy of the items. If staging fails, the envelopes it created are removed and the marker
+    /// is cleared before the error is rethrown; if the marker cannot say `captured`, they are removed.
     func stage(_ batches: [Batch], in folder: BufferFolder,
                marking mark: (RecordFraming.Publication) throws -> Void) throws -> UnsyncedFiles {
         guard !batches.isEmpty else { return UnsyncedFiles(in: folder) }
-        var marker = folder.reserve(batches.count)
+        var marker = try folder.reserve(batches.count)
         try mark(marker)
         Failpoint.publishMarked.hit()
         let staged: UnsyncedFiles
         do {
             staged = try folder.stage(batches.map(\.parts), as: marker)
         } catch {
-            folder.removeStaged(marker)
+            // `stage` removed what it created; anything else in the range is not this publication's.
             try? mark(.idle)
             throw error
         }

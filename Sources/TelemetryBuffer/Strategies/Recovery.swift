@@ -47,20 +47,27 @@ enum Recovery {
     /// The file `boot` goes with the files it dates; `recordBoot` then writes this process's own, on the
     /// background queue before any forward (a file creation less for the creating thread).
     static func claim(folder: BufferFolder) throws -> Bool {
-        let names = folder.names()
+        let names = try folder.names()
         // The smallest generation no claimed file has: unique, and never past what `claimedName` reads back
         // (a planted `recovering-2147483647-x` made the next one unreadable, orphaning what it claimed).
         let taken = Set(names.compactMap { claimedName($0)?.generation })
         let generation = (0...).first { !taken.contains($0) }!
-        var claimed = false, claimedNow = false
+        var claimedNames: [String] = []
+        var claimedNow = false
         for name in names {
-            if claimedName(name) != nil { claimed = true; continue }
+            if claimedName(name) != nil { claimedNames.append(name); continue }
             // A link, FIFO or someone else's file with a buffer file's name is not ours to move.
             guard isSource(name), folder.isOurs(name) else { continue }
-            try folder.rename(name, to: "\(claimedPrefix)\(generation)-\(name)")
-            claimed = true
+            let claimed = "\(claimedPrefix)\(generation)-\(name)"
+            try folder.rename(name, to: claimed)
+            claimedNames.append(claimed)
             claimedNow = true
         }
+        let claimed = !claimedNames.isEmpty
+        // Before this process stages anything: its envelopes must never carry the indices a claimed file's
+        // marker names (a later recovery removes a `publishing` one's range). A marker that cannot be
+        // read fails the start rather than be guessed.
+        folder.holdBack(markers: try claimedNames.compactMap { try FramedFile.marker(folder: folder.path, name: $0) })
         if claimedNow, names.contains(BufferFolder.boot), folder.isOurs(BufferFolder.boot) {
             try folder.rename(BufferFolder.boot, to: "\(claimedPrefix)\(generation)-\(BufferFolder.boot)")
         }
@@ -81,12 +88,8 @@ enum Recovery {
     /// makes every envelope stored so far durable.
     static func run(folder: BufferFolder, batcher: EnvelopeBatcher,
                     syncEnvelopes: () throws -> Void) throws -> RecoveryReport {
-        let claimed = folder.names().filter { claimedName($0) != nil }
-        // First, before anything can fail: if this recovery stops part-way, its files stay claimed with their
-        // markers, and a later recovery removes the envelopes a `publishing` one names. This process's
-        // envelopes must never carry those indices, nor may it move what earlier processes staged.
-        folder.holdBack(markers: claimed.compactMap { FramedFile.marker(folder: folder.path, name: $0) })
         try Failpoint.recoveryFails.failIfArmed("read", folder.path)
+        let claimed = try folder.names().filter { claimedName($0) != nil }
         try folder.sync()  // the claims
         var report = RecoveryReport()
         let boots = claimed.filter { claimedName($0)?.original == BufferFolder.boot }
@@ -127,7 +130,7 @@ enum Recovery {
             }
         }
 
-        removeOrphans(folder: folder, sources: sources, into: &report)
+        try removeOrphans(folder: folder, sources: sources, into: &report)
 
         if let lists = listsHoldingTheirCaches(sources) {
             try publish(lists, folder: folder, batcher: batcher, into: &report)
@@ -174,7 +177,7 @@ enum Recovery {
         Failpoint.recoveryRemoved.hit()
 
         if !items.isEmpty { try publishRecovered(folder: folder, batcher: batcher) }
-        report.envelopes = folder.stagedEnvelopes().count
+        report.envelopes = try folder.stagedEnvelopes().count
         return report
     }
 
@@ -184,9 +187,9 @@ enum Recovery {
     /// an envelope was torn by the kill: removed, its bytes counted as discarded. One that holds an item a
     /// source still holds live belongs to a publication that never committed (or whose marker was damaged):
     /// removed, since recovery publishes that item from its source.
-    private static func removeOrphans(folder: BufferFolder, sources: [FramedFile], into report: inout RecoveryReport) {
+    private static func removeOrphans(folder: BufferFolder, sources: [FramedFile], into report: inout RecoveryReport) throws {
         let named = sources.filter { $0.publication.state == .captured }.map(\.publication.envelopes)
-        let orphans = folder.stagedEnvelopes().filter { staged in !named.contains { $0.contains(staged.index) } }
+        let orphans = try folder.stagedEnvelopes().filter { staged in !named.contains { $0.contains(staged.index) } }
         guard !orphans.isEmpty else { return }
         var live = Set<[UInt8]>()
         for source in sources where source.publication.state != .captured {
@@ -273,7 +276,7 @@ enum Recovery {
             Failpoint.recoveryListDone.hit()
         }
         try folder.sync()
-        report.envelopes = folder.stagedEnvelopes().count
+        report.envelopes = try folder.stagedEnvelopes().count
     }
 
     /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.

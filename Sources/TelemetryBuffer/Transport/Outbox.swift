@@ -20,9 +20,9 @@ extension Outbox {
     /// Takes every envelope staged in `folder` (none once the folder is released). A failure is logged;
     /// what was not taken stays staged for the next forward or start.
     func takeStaged(from folder: BufferFolder, diagnostics: Diagnostics) {
-        let paths = folder.stagedPaths()
-        guard !paths.isEmpty else { return }
         do {
+            let paths = try folder.stagedPaths()
+            guard !paths.isEmpty else { return }
             try adopt(paths)
         } catch {
             diagnostics.log(.error, "could not move staged envelopes to the transport: \(error)")
