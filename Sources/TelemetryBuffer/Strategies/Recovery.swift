@@ -63,14 +63,14 @@ enum Recovery {
             claimedNames.append(claimed)
             claimedNow = true
         }
-        let claimed = !claimedNames.isEmpty
-        // Before this process stages anything: its envelopes must never carry the indices a claimed file's
-        // marker names (a later recovery removes a `publishing` one's range). A marker that cannot be
-        // read fails the start rather than be guessed.
-        folder.holdBack(markers: try claimedNames.compactMap { try FramedFile.marker(folder: folder.path, name: $0) })
         if claimedNow, names.contains(BufferFolder.boot), folder.isOurs(BufferFolder.boot) {
             try folder.rename(BufferFolder.boot, to: "\(claimedPrefix)\(generation)-\(BufferFolder.boot)")
         }
+        let claimed = !claimedNames.isEmpty
+        // Before this process stages anything: its envelopes must never carry the indices a claimed file's
+        // marker names (a later recovery removes a `publishing` one's range). A marker that cannot be
+        // read fails the start rather than be guessed (the files stay claimed for the next start).
+        folder.holdBack(markers: try claimedNames.compactMap { try FramedFile.marker(folder: folder.path, name: $0) })
         return claimed || names.contains { BufferFolder.stagedIndex($0) != nil }
     }
 
