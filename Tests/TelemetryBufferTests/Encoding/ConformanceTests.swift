@@ -82,8 +82,9 @@ final class ConformanceTests: XCTestCase {
 
 /// Runs `Tests/Conformance/parse_envelopes.py` on `folders`; skips (or fails on CI) without sentry-sdk.
 func parseWithSentrySDK(_ folders: URL...) throws -> [String: [String: Any]] {
+    // This file is Tests/TelemetryBufferTests/Encoding/ConformanceTests.swift.
     let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Conformance/parse_envelopes.py")
+        .deletingLastPathComponent().appendingPathComponent("Conformance/parse_envelopes.py")
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["python3", script.path] + folders.map(\.path)
