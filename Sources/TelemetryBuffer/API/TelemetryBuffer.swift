@@ -331,11 +331,7 @@ public final class TelemetryBuffer: Sendable {
             for url in files?.storedEnvelopes() ?? [] {
                 files?.remove(url, countingAs: .sendError, why: "the DSN's key is invalid")
             }
-            for name in (try? folder.names()) ?? []
-            where Recovery.isSource(name) || name.hasPrefix(BufferFolder.envelopePrefix)
-                || name.hasPrefix(BufferFolder.sparePrefix) || name == BufferFolder.boot {
-                folder.remove(name)
-            }
+            folder.removeBufferFiles()
         }
     }
 

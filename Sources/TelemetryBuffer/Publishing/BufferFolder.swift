@@ -21,18 +21,6 @@ final class BufferFolder: @unchecked Sendable {
     private var nextEnvelope: UInt64
 
     static let name = "telemetry-buffer"
-    static let crashSafeListPrefix = "crash-safe-list-"
-    static let asyncIOCachePrefix = "async-io-cache-"
-    static func crashSafeList(_ number: Int) -> String { crashSafeListPrefix + String(number) }
-    static func asyncIOCache(_ number: Int) -> String { asyncIOCachePrefix + String(number) }
-    static let streamCache = "cache"
-    static let streamFlushing = "flushing"
-    static let recovered = "recovered"
-    static let terminationPrefix = "detected-termination-"
-    static let envelopePrefix = "envelope-"
-    static let awaitingSyncPrefix = "awaiting-sync-"
-    static let sparePrefix = "spare-"
-    static let boot = "boot"
     private static let temporarySuffix = ".tmp"
 
     /// Opens (creating) the folder and takes its lock, or throws `folderInUse`.
@@ -46,7 +34,7 @@ final class BufferFolder: @unchecked Sendable {
         for name in names where name.hasSuffix(Self.temporarySuffix) {
             try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
         }
-        nextEnvelope = names.compactMap(Self.stagedIndex).max().map { $0 + 1 } ?? 0
+        nextEnvelope = names.compactMap { BufferFile(name: $0)?.stagedIndex }.max().map { $0 + 1 } ?? 0
     }
 
     deinit { close(fd) }
@@ -82,26 +70,20 @@ final class BufferFolder: @unchecked Sendable {
 
     /// Staged envelopes, by index (a file with such a name that is not a regular file of ours is left alone).
     func stagedEnvelopes() throws -> [(index: UInt64, name: String)] {
-        try names().compactMap { name in Self.stagedIndex(name).map { ($0, name) } }
+        try names().compactMap { name in BufferFile(name: name)?.stagedIndex.map { ($0, name) } }
             .filter { FileSystem.isOurs($0.name, in: fd) }.sorted { $0.index < $1.index }
     }
 
     /// Whether `name` is a regular file of ours (see `FileSystem.isOurs`).
     func isOurs(_ name: String) -> Bool { FileSystem.isOurs(name, in: fd) }
 
-    /// The index of a staged envelope's name, `nil` for any other name.
-    static func stagedIndex(_ name: String) -> UInt64? {
-        // `reserve` numbers below 2^32; a larger number is no name of ours (and its successor could overflow).
-        name.hasPrefix(envelopePrefix) ? UInt32(name.dropFirst(envelopePrefix.count)).map(UInt64.init) : nil
-    }
-
     /// Names for `count` new detected-termination files, numbered after any already there.
     func terminationNames(_ count: Int) -> [String] {
         let taken = ((try? names()) ?? []).compactMap { name in
-            name.hasPrefix(Self.terminationPrefix) ? Int(name.dropFirst(Self.terminationPrefix.count)) : nil
+            if case .detectedTermination(let number) = BufferFile(name: name) { number } else { nil }
         }
         let first = (taken.max() ?? -1) + 1
-        return (first..<first + count).map { Self.terminationPrefix + String($0) }
+        return (first..<first + count).map { BufferFile.detectedTermination($0).name }
     }
 
     /// Until recovery has dealt with what earlier processes left (`nil` after): the envelope ranges their
@@ -124,7 +106,7 @@ final class BufferFolder: @unchecked Sendable {
     /// ones no staged envelope and no held-back range uses, wrapping once at 2^32.
     func reserve(_ count: Int) throws -> RecordFraming.Publication {
         let width = UInt64(count)
-        let taken = (beforeRecovery?.heldRanges ?? []) + (try names()).compactMap(Self.stagedIndex).map { $0..<$0 + 1 }
+        let taken = (beforeRecovery?.heldRanges ?? []) + (try names()).compactMap { BufferFile(name: $0)?.stagedIndex }.map { $0..<$0 + 1 }
         var start = nextEnvelope, wrapped = false
         while true {
             if start + width > UInt64(UInt32.max) {
@@ -149,7 +131,7 @@ final class BufferFolder: @unchecked Sendable {
         var created: [String] = []
         do {
             for (offset, envelope) in envelopes.enumerated() {
-                let name = Self.envelopePrefix + String(UInt64(publication.firstEnvelope) + UInt64(offset))
+                let name = BufferFile.stagedEnvelope(UInt64(publication.firstEnvelope) + UInt64(offset)).name
                 // Never over a file already there: it is someone's envelope.
                 let file = try FileSystem.openFile(name, O_WRONLY | O_CREAT | O_EXCL, in: fd, path: path + "/" + name)
                 created.append(name)
@@ -172,17 +154,18 @@ final class BufferFolder: @unchecked Sendable {
     /// power loss loses or tears it, recovery only trusts less.
     func recordBoot() throws {
         // Overwritten in place (the ID's length never changes), not truncated: no block freed and reallocated.
-        let file = try FileSystem.openFile(Self.boot, O_WRONLY | O_CREAT, in: fd, path: path + "/" + Self.boot)
+        let boot = BufferFile.boot.name
+        let file = try FileSystem.openFile(boot, O_WRONLY | O_CREAT, in: fd, path: path + "/" + boot)
         defer { close(file) }
         let id = Array((BootSession.current ?? "").utf8)
-        try FileSystem.writeAll(file, id, path: path + "/" + Self.boot)
-        guard ftruncate(file, off_t(id.count)) == 0 else { throw FileSystem.error("ftruncate", path + "/" + Self.boot) }
+        try FileSystem.writeAll(file, id, path: path + "/" + boot)
+        guard ftruncate(file, off_t(id.count)) == 0 else { throw FileSystem.error("ftruncate", path + "/" + boot) }
     }
 
     /// Removes the staged envelopes a marker names (an interrupted publication).
     func removeStaged(_ publication: RecordFraming.Publication) {
         guard !isReleased else { return }
-        for index in publication.envelopes { remove(Self.envelopePrefix + String(index)) }
+        for index in publication.envelopes { remove(BufferFile.stagedEnvelope(index).name) }
     }
 
     /// The paths of the staged envelopes to move, oldest first: before recovery is done only this
@@ -214,6 +197,12 @@ final class BufferFolder: @unchecked Sendable {
     func remove(_ name: String) {
         guard !isReleased else { return }
         try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
+    }
+
+    /// Removes every buffer file of this process (not what recovery claimed from others): what it holds
+    /// may not be sent (the server refused the DSN's key).
+    func removeBufferFiles() {
+        for name in (try? names()) ?? [] where BufferFile(name: name).map({ $0.claim == nil }) ?? false { remove(name) }
     }
 
     /// Makes the folder's entries (new files, removals, renames) durable.

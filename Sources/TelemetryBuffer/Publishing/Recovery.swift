@@ -19,7 +19,6 @@
 /// envelopes with its own marker. A crash at any step leaves files the next start claims and reads to the
 /// same result: nothing lost, nothing twice.
 enum Recovery {
-    static let claimedPrefix = "recovering-"
 
     /// Renames the buffer files of earlier processes to claimed names; returns whether there is anything
     /// for `run` to do. The renames are not synced here, so the creating thread never waits for the disk:
@@ -31,38 +30,34 @@ enum Recovery {
         let names = try folder.names()
         // The smallest generation no claimed file has: unique, and never past what `claimedName` reads back
         // (a planted `recovering-2147483647-x` made the next one unreadable, orphaning what it claimed).
-        let taken = Set(names.compactMap { claimedName($0)?.generation })
+        let taken = Set(names.compactMap { BufferFile(name: $0)?.claim?.generation })
         let generation = (0...).first { !taken.contains($0) }!
         var claimedNames: [String] = []
         var claimedNow = false
         for name in names {
-            if claimedName(name) != nil { claimedNames.append(name); continue }
+            guard let file = BufferFile(name: name) else { continue }
+            if file.claim != nil { claimedNames.append(name); continue }
             // A link, FIFO or someone else's file with a buffer file's name is not ours to move.
-            guard isSource(name), folder.isOurs(name) else { continue }
-            let claimed = "\(claimedPrefix)\(generation)-\(name)"
+            guard file.holdsRecords, folder.isOurs(name) else { continue }
+            let claimed = BufferFile.claimed(generation: generation, file).name
             try folder.rename(name, to: claimed)
             claimedNames.append(claimed)
             claimedNow = true
         }
-        if claimedNow, names.contains(BufferFolder.boot), folder.isOurs(BufferFolder.boot) {
-            try folder.rename(BufferFolder.boot, to: "\(claimedPrefix)\(generation)-\(BufferFolder.boot)")
+        if claimedNow, names.contains(BufferFile.boot.name), folder.isOurs(BufferFile.boot.name) {
+            try folder.rename(BufferFile.boot.name, to: BufferFile.claimed(generation: generation, .boot).name)
         }
         let claimed = !claimedNames.isEmpty
         // Before this process stages anything: its envelopes must never carry the indices a claimed file's
         // marker names (a later recovery removes a `publishing` one's range). A marker that cannot be
         // read fails the start rather than be guessed (the files stay claimed for the next start).
         folder.holdBack(markers: try claimedNames.compactMap { try FramedFile.marker(folder: folder.path, name: $0) })
-        return claimed || names.contains { BufferFolder.stagedIndex($0) != nil }
+        return claimed || names.contains { BufferFile(name: $0)?.stagedIndex != nil }
     }
 
-    /// The generation and original name of a claimed file.
-    private static func claimedName(_ name: String) -> (generation: Int, original: String)? {
-        guard name.hasPrefix(claimedPrefix) else { return nil }
-        let rest = name.dropFirst(claimedPrefix.count)
-        // One generation per interrupted start: a number past Int32 is no name of ours (and its successor
-        // could overflow).
-        guard let dash = rest.firstIndex(of: "-"), let generation = Int32(rest[..<dash]).map(Int.init) else { return nil }
-        return (generation, String(rest[rest.index(after: dash)...]))
+    /// The generation and original role of a claimed file's name.
+    private static func claimedName(_ name: String) -> (generation: Int, original: BufferFile)? {
+        BufferFile(name: name)?.claim
     }
 
     /// Publishes the claimed files. Background queue, before any other publication. `syncEnvelopes`
@@ -73,7 +68,7 @@ enum Recovery {
         let claimed = try folder.names().filter { claimedName($0) != nil }
         try folder.sync()  // the claims
         var report = RecoveryReport()
-        let boots = claimed.filter { claimedName($0)?.original == BufferFolder.boot }
+        let boots = claimed.filter { claimedName($0)?.original == .boot }
         // A claimed file that cannot be read (no descriptor left, an I/O error) stops recovery: read later,
         // with the others, rather than published without it (its items could then come twice).
         var sources = try claimed.filter { !boots.contains($0) }.compactMap { try FramedFile.read(folder: folder.path, name: $0) }
@@ -87,7 +82,7 @@ enum Recovery {
         for index in sources.indices.reversed() {
             let claimed = claimedName(sources[index].name)!
             let sameBoot = thisBoot.contains(claimed.generation)
-            if claimed.original.hasPrefix(BufferFolder.awaitingSyncPrefix) {
+            if case .awaitingSync = claimed.original {
                 // The copy of a published list: redundant once its envelopes are synced, live otherwise.
                 guard sameBoot else { continue }
                 settled.append(sources.remove(at: index).name)
@@ -98,7 +93,7 @@ enum Recovery {
         }
         if trusted { try syncEnvelopes() }
         for name in settled { folder.remove(name) }
-        report.files = sources.compactMap { claimedName($0.name)?.original }
+        report.files = sources.compactMap { claimedName($0.name)?.original.name }
         report.setAside = claimed.filter { name in !boots.contains(name) && !sources.contains { $0.name == name } }
 
         // Markers: captured files are already published; publishing ones were interrupted.
@@ -149,7 +144,7 @@ enum Recovery {
                     region.append(category: item.category, id: item.id, payload: $0, payloadCRC: CRC32C.checksum($0))
                 }
             }
-            try FramedFile.write(records: Array(region.records), kind: .recovered, name: BufferFolder.recovered, in: folder)
+            try FramedFile.write(records: Array(region.records), kind: .recovered, name: BufferFile.recovered.name, in: folder)
             Failpoint.recoveryWritten.hit()
         }
         for source in sources { folder.remove(source.name) }
@@ -209,22 +204,22 @@ enum Recovery {
     /// file reads without a bad byte, and each cache holds only records its list holds: the case after a
     /// process death. Then every item is in a list once, and each list can be published as it is.
     private static func listsHoldingTheirCaches(_ sources: [FramedFile]) -> [ListWithCache]? {
-        let listPrefix = BufferFolder.crashSafeListPrefix, cachePrefix = BufferFolder.asyncIOCachePrefix
+        struct Key: Hashable { var generation: Int, number: Int }
         var ids: [String: Set<ItemID>] = [:]
-        var lists: [String: ListWithCache] = [:]
-        var caches: [String: FramedFile] = [:]
+        var lists: [Key: ListWithCache] = [:]
+        var caches: [Key: FramedFile] = [:]
         for source in sources {
             guard let claimed = claimedName(source.name), source.kind != nil else { return nil }
             var held = Set<ItemID>()
             guard source.withRecords({ RecordFraming.forEachRecord(in: $0) { held.insert($0.id) } }).discardedBytes == 0
             else { return nil }
             ids[source.name] = held
-            if claimed.original.hasPrefix(listPrefix) {
-                let key = "\(claimed.generation)-\(claimed.original.dropFirst(listPrefix.count))"
-                lists[key] = ListWithCache(list: source, cache: nil, items: held.count, copies: 0)
-            } else if claimed.original.hasPrefix(cachePrefix) {
-                caches["\(claimed.generation)-\(claimed.original.dropFirst(cachePrefix.count))"] = source
-            } else {
+            switch claimed.original {
+            case .crashSafeList(let number):
+                lists[Key(generation: claimed.generation, number: number)] = ListWithCache(list: source, cache: nil, items: held.count, copies: 0)
+            case .asyncIOCache(let number):
+                caches[Key(generation: claimed.generation, number: number)] = source
+            default:
                 return nil
             }
         }
@@ -262,21 +257,15 @@ enum Recovery {
 
     /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.
     private static func publishRecovered(folder: BufferFolder, batcher: EnvelopeBatcher) throws {
-        guard let file = try FramedFile.read(folder: folder.path, name: BufferFolder.recovered) else { return }
+        guard let file = try FramedFile.read(folder: folder.path, name: BufferFile.recovered.name) else { return }
         // Staged inside: the batches point into the file's bytes.
         try file.withRecords { records in
             try batcher.stage(batcher.batches(records), in: folder) {
-                try FramedFile.mark($0, name: BufferFolder.recovered, in: folder)
+                try FramedFile.mark($0, name: BufferFile.recovered.name, in: folder)
             }.sync()
         }
-        folder.remove(BufferFolder.recovered)
+        folder.remove(BufferFile.recovered.name)
         try folder.sync()
     }
 
-    /// Whether a file of the folder, as a buffer names it, can hold records.
-    static func isSource(_ name: String) -> Bool {
-        name.hasPrefix(BufferFolder.crashSafeListPrefix) || name.hasPrefix(BufferFolder.asyncIOCachePrefix)
-            || name.hasPrefix(BufferFolder.awaitingSyncPrefix) || name.hasPrefix(BufferFolder.terminationPrefix)
-            || [BufferFolder.streamCache, BufferFolder.streamFlushing, BufferFolder.recovered].contains(name)
-    }
 }

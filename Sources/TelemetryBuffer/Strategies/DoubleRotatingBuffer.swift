@@ -66,11 +66,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         self.batcher = batcher
         self.outbox = outbox
         lists = try (1...2).map { number in
-            RecordRegion(mapping: try MappedFile(path: folder.path + "/" + BufferFolder.crashSafeList(number),
+            RecordRegion(mapping: try MappedFile(path: folder.path + "/" + BufferFile.crashSafeList(number).name,
                                                  size: RecordFraming.headerSize + maxBatchBytes),
                          kind: .crashSafeList)
         }
-        caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFolder.asyncIOCache($0)) }
+        caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFile.asyncIOCache($0).name) }
         unsynced = Locked(Unsynced())
         regions = RotatingRegions(lists[0], lists[1], maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
@@ -134,7 +134,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             } catch {
                 // The list keeps its items and stays pending; the next forward tries again (only the
                 // retirement, if its envelopes are staged).
-                batcher.diagnostics.log(.error, "could not publish \(BufferFolder.crashSafeList(batch.index + 1)): \(error)")
+                batcher.diagnostics.log(.error, "could not publish \(BufferFile.crashSafeList(batch.index + 1).name): \(error)")
                 break
             }
             Failpoint.publishEmptied.hit()
@@ -166,7 +166,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             try outbox.syncAdopted()
             try folder.sync()  // the IO caches' new names (`awaiting-sync-x`)
             for copy in copies {
-                let spare = BufferFolder.sparePrefix + copy.dropFirst(BufferFolder.awaitingSyncPrefix.count)
+                guard case .awaitingSync(let number) = BufferFile(name: copy) else { continue }
+                let spare = BufferFile.spare(number).name
                 try folder.empty(copy)
                 try folder.rename(copy, to: spare)
                 unsynced.withLock { $0.spares.append(spare) }
@@ -176,7 +177,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             // `fsync`, this process's or recovery's, returns 0 without writing them. So the copies stay, and
             // `boot` goes: recovery then takes this process's unsynced publications for another boot's and
             // publishes what their copies hold again (at least once) instead of dropping it.
-            folder.remove(BufferFolder.boot)
+            folder.remove(BufferFile.boot.name)
             batcher.diagnostics.log(.error, "could not sync published envelopes: \(error); \(copies) keep their items for the next start")
         }
     }
@@ -211,12 +212,14 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// processes left.
     private func nextCopyName() -> String {
         let number = retired ?? {
-            let spares = ((try? folder.names()) ?? []).filter { $0.hasPrefix(BufferFolder.sparePrefix) }
-            unsynced.withLock { $0.spares += spares }
-            return (spares.compactMap { Int($0.dropFirst(BufferFolder.sparePrefix.count)) }.max() ?? -1) + 1
+            let spares = ((try? folder.names()) ?? []).compactMap { name -> (name: String, number: Int)? in
+                if case .spare(let number) = BufferFile(name: name) { (name, number) } else { nil }
+            }
+            unsynced.withLock { $0.spares += spares.map(\.name) }
+            return (spares.map(\.number).max() ?? -1) + 1
         }()
         retired = number + 1
-        return BufferFolder.awaitingSyncPrefix + String(number)
+        return BufferFile.awaitingSync(number).name
     }
 
     /// Forwards both lists and waits for their sync.

@@ -35,7 +35,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
 
     deinit { FileSystem.closeDescriptor(fd) }
 
-    private var cachePath: String { folder.path + "/" + BufferFolder.streamCache }
+    private var cachePath: String { folder.path + "/" + BufferFile.streamCache.name }
 
     /// Creates a fresh stream file at `path` with its header and returns its descriptor.
     private static func createCache(at path: String) throws -> Int32 {
@@ -70,8 +70,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func rotate() throws {
         // The names are a later buffer's once the folder is released.
         guard !folder.isReleased else { throw TelemetryBufferError.folderInUse(path: folder.path) }
-        let flushingPath = folder.path + "/" + BufferFolder.streamFlushing
-        let temporary = folder.path + "/." + BufferFolder.streamCache + ".tmp"
+        let flushingPath = folder.path + "/" + BufferFile.streamFlushing.name
+        let temporary = folder.path + "/." + BufferFile.streamCache.name + ".tmp"
         try Failpoint.streamCacheFails.failIfArmed("open", temporary)
         let descriptor = try Self.createCache(at: temporary)
         guard rename(cachePath, flushingPath) == 0 else {
@@ -126,7 +126,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func writeRecord(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> Bool {
         var headerDone = 0, payloadDone = 0
         while headerDone < header.count || payloadDone < payload.count {
-            guard let written = try? SystemCall.retrying("writev", BufferFolder.streamCache, {
+            guard let written = try? SystemCall.retrying("writev", BufferFile.streamCache.name, {
                 withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
                     vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress! + headerDone),
                                        iov_len: header.count - headerDone)
@@ -158,7 +158,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
             do {
                 try publishFlushing()
             } catch {
-                batcher.diagnostics.log(.error, "could not publish \(BufferFolder.streamFlushing): \(error)")
+                batcher.diagnostics.log(.error, "could not publish \(BufferFile.streamFlushing.name): \(error)")
                 break
             }
             lock.withLock { pending = false }
@@ -167,7 +167,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     }
 
     private func publishFlushing() throws {
-        let name = BufferFolder.streamFlushing
+        let name = BufferFile.streamFlushing.name
         // Unreadable is not published: `flushing` stays for the next forward.
         try Failpoint.streamReadFails.failIfArmed("read", folder.path + "/" + name)
         guard let file = try FramedFile.read(folder: folder.path, name: name) else { return }

@@ -107,7 +107,7 @@ final class KillTests: XCTestCase {
         XCTAssertEqual(stress.status, 0, stress.errors)
         XCTAssertTrue(stress.errors.contains("could not publish flushing"), stress.errors)
         let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent(BufferFolder.name)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: buffers.appendingPathComponent(BufferFolder.streamFlushing).path))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: buffers.appendingPathComponent(BufferFile.streamFlushing.name).path))
         let recovery = try Demo.recover(folder, .fileStreamCache)
         XCTAssertEqual(recovery.status, 0, recovery.errors)
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "unreadable flushing")

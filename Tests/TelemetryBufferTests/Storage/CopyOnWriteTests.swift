@@ -53,8 +53,8 @@ final class CopyOnWriteTests: XCTestCase {
         XCTAssertTrue(stress.errors.contains("using FileStreamCache instead of DoubleRotatingBuffer"), stress.errors, file: file, line: line)
         let bufferFolder = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent(BufferFolder.name)
         let stored = try FileManager.default.contentsOfDirectory(atPath: bufferFolder.path)
-        XCTAssertFalse(stored.contains { $0.hasPrefix(BufferFolder.crashSafeListPrefix) }, "no mapped list: \(stored)", file: file, line: line)
-        XCTAssertTrue(stored.contains(BufferFolder.streamCache), "FileStreamCache took over: \(stored)", file: file, line: line)
+        XCTAssertFalse(stored.contains { $0.hasPrefix("crash-safe-list-") }, "no mapped list: \(stored)", file: file, line: line)
+        XCTAssertTrue(stored.contains(BufferFile.streamCache.name), "FileStreamCache took over: \(stored)", file: file, line: line)
 
         try disk.unfill()
         let recovery = try Demo.run(["recover", "--dir", folder.url.path, "--max-envelopes", "100000"])

@@ -39,8 +39,8 @@ final class HostileFolderTests: XCTestCase {
     /// followed nor moved: the buffer does not start, and says which file is in the way.
     func testAForeignFileWhereTheBufferKeepsItsItemsFailsStartClearly() throws {
         let buffer = dsnFolder.appendingPathComponent(BufferFolder.name)
-        for (strategy, name) in [(Options.Strategy.doubleRotatingBuffer, BufferFolder.crashSafeList(1)),
-                                 (.fileStreamCache, BufferFolder.streamCache)] {
+        for (strategy, name) in [(Options.Strategy.doubleRotatingBuffer, BufferFile.crashSafeList(1).name),
+                                 (.fileStreamCache, BufferFile.streamCache.name)] {
             try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
             let planted = buffer.appendingPathComponent(name)
             XCTAssertEqual(mkfifo(planted.path, 0o600), 0)
@@ -66,9 +66,9 @@ final class HostileFolderTests: XCTestCase {
         for wrapping in [false, true] {
             let bufferFolder = try BufferFolder(path: dsnFolder.appendingPathComponent(BufferFolder.name).path)
             // An earlier process's stream cache, claimed; its publication was cut after the marker.
-            try plantClaimed("recovering-0-" + BufferFolder.streamFlushing, marker: .init(state: .publishing, firstEnvelope: 0, envelopeCount: 4), in: bufferFolder)
+            try plantClaimed("recovering-0-" + BufferFile.streamFlushing.name, marker: .init(state: .publishing, firstEnvelope: 0, envelopeCount: 4), in: bufferFolder)
             if wrapping {
-                try plantClaimed("recovering-1-" + BufferFolder.streamFlushing,
+                try plantClaimed("recovering-1-" + BufferFile.streamFlushing.name,
                                  marker: .init(state: .publishing, firstEnvelope: UInt32.max - 16, envelopeCount: 32), in: bufferFolder)
             }
             bufferFolder.release()
@@ -80,7 +80,7 @@ final class HostileFolderTests: XCTestCase {
             XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
             // (Its diagnostic may not be printed before the kill: the claimed file still there says it.)
             let left = try FileManager.default.contentsOfDirectory(atPath: dsnFolder.appendingPathComponent(BufferFolder.name).path)
-            XCTAssertTrue(left.contains("recovering-0-" + BufferFolder.streamFlushing), "recovery failed: \(left)")
+            XCTAssertTrue(left.contains("recovering-0-" + BufferFile.streamFlushing.name), "recovery failed: \(left)")
             let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--strategy", "fileStreamCache",
                                          "--max-envelopes", "100000"])
             XCTAssertEqual(recovery.status, 0, recovery.errors)

@@ -94,7 +94,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(Set(buffer.recovery.files), ["async-io-cache-1", "cache", "crash-safe-list-1", "detected-termination-0"])
         // The files were claimed aside for the background queue, and removed once published.
         let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
-        XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) || $0 == BufferFolder.recovered }, "\(left)")
+        XCTAssertFalse(left.contains { $0.hasPrefix("recovering-") || $0 == BufferFile.recovered.name }, "\(left)")
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["l0", "l1", "l2", "s0"])
     }
@@ -208,7 +208,7 @@ final class StorageTests: XCTestCase {
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a0", "a1", "b0"])
         let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
-        XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) }, "\(left)")
+        XCTAssertFalse(left.contains { $0.hasPrefix("recovering-") }, "\(left)")
     }
 
     /// A cache holding records its list lacks (as power loss can leave them) has those records recovered
@@ -259,7 +259,7 @@ final class StorageTests: XCTestCase {
             buffer.close()
             XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), expected, "recorded boot: \(boot ?? "none")")
             let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
-            XCTAssertFalse(left.contains { $0.hasPrefix(Recovery.claimedPrefix) || $0.hasPrefix("awaiting-sync-") }, "\(left)")
+            XCTAssertFalse(left.contains { $0.hasPrefix("recovering-") || $0.hasPrefix("awaiting-sync-") }, "\(left)")
             XCTAssertEqual(try String(contentsOfFile: bufferFolder + "/boot", encoding: .utf8), current, "this process's boot")
             try FileManager.default.removeItem(at: buffer.directory)
         }

@@ -94,3 +94,19 @@ final class DSNTests: XCTestCase {
         }
     }
 }
+
+final class BufferFileTests: XCTestCase {
+    /// Every buffer file's name parses back to its role; other spellings, and numbers past what the buffer
+    /// writes, are no buffer file's.
+    func testNamesRoundTripAndNothingElseParses() {
+        let files: [BufferFile] = [.crashSafeList(1), .asyncIOCache(2), .streamCache, .streamFlushing, .recovered,
+                                   .detectedTermination(3), .stagedEnvelope(UInt64(UInt32.max)), .awaitingSync(4),
+                                   .spare(5), .boot, .claimed(generation: 7, .crashSafeList(2)), .claimed(generation: 0, .boot)]
+        for file in files { XCTAssertEqual(BufferFile(name: file.name), file, file.name) }
+        for foreign in ["crash-safe-list-+1", "envelope-4294967296", "envelope-01", "recovering-2147483648-cache",
+                        "recovering-1-unknown", "lock", ".cache.tmp", "cache2", "spare-"] {
+            XCTAssertNil(BufferFile(name: foreign), foreign)
+        }
+        XCTAssertEqual(files.filter(\.holdsRecords).count, 7)
+    }
+}

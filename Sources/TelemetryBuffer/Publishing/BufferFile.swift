@@ -1,0 +1,97 @@
+/// Every file a buffer keeps in its `telemetry-buffer/` folder, by role: the one registry of their names.
+/// A name that does not parse as one of these is not the buffer's and is left alone.
+enum BufferFile: Hashable, Sendable {
+    /// `crash-safe-list-N` (N = 1, 2): a DoubleRotatingBuffer list, mapped.
+    case crashSafeList(Int)
+    /// `async-io-cache-N`: the copy of list N written on the IO queue.
+    case asyncIOCache(Int)
+    /// `cache`: FileStreamCache's file the adds write to.
+    case streamCache
+    /// `flushing`: FileStreamCache's previous `cache`, being published.
+    case streamFlushing
+    /// `recovered`: what start-up recovery gathered, being published.
+    case recovered
+    /// `detected-termination-N`: a half FlushAll's crash handler wrote out.
+    case detectedTermination(Int)
+    /// `envelope-N` (N < 2^32): an envelope staged under a publication marker.
+    case stagedEnvelope(UInt64)
+    /// `awaiting-sync-N`: a retired IO cache, kept until its list's envelopes are synced.
+    case awaitingSync(Int)
+    /// `spare-N`: an emptied IO cache, kept to take the next one's place.
+    case spare(Int)
+    /// `boot`: the boot the files of this buffer's process were written in.
+    case boot
+    /// `recovering-G-<name>`: a file of an earlier process, claimed by start-up recovery `G` (< 2^31).
+    indirect case claimed(generation: Int, BufferFile)
+
+    /// The file's name in the folder.
+    var name: String {
+        switch self {
+        case .crashSafeList(let number): "crash-safe-list-\(number)"
+        case .asyncIOCache(let number): "async-io-cache-\(number)"
+        case .streamCache: "cache"
+        case .streamFlushing: "flushing"
+        case .recovered: "recovered"
+        case .detectedTermination(let number): "detected-termination-\(number)"
+        case .stagedEnvelope(let index): "envelope-\(index)"
+        case .awaitingSync(let number): "awaiting-sync-\(number)"
+        case .spare(let number): "spare-\(number)"
+        case .boot: "boot"
+        case .claimed(let generation, let original): "recovering-\(generation)-\(original.name)"
+        }
+    }
+
+    /// The role of a file named `name`, or `nil` for a name the buffer never writes (numbers past what it
+    /// writes included: their successors could overflow).
+    init?(name: String) {
+        func number(after prefix: String) -> Int? {
+            name.hasPrefix(prefix) ? Int(name.dropFirst(prefix.count)) : nil
+        }
+        switch name {
+        case "cache": self = .streamCache
+        case "flushing": self = .streamFlushing
+        case "recovered": self = .recovered
+        case "boot": self = .boot
+        default:
+            if let number = number(after: "crash-safe-list-") { self = .crashSafeList(number) }
+            else if let number = number(after: "async-io-cache-") { self = .asyncIOCache(number) }
+            else if let number = number(after: "detected-termination-") { self = .detectedTermination(number) }
+            else if let number = number(after: "awaiting-sync-") { self = .awaitingSync(number) }
+            else if let number = number(after: "spare-") { self = .spare(number) }
+            else if name.hasPrefix("envelope-"), let index = UInt32(name.dropFirst("envelope-".count)) {
+                self = .stagedEnvelope(UInt64(index))
+            } else if name.hasPrefix("recovering-") {
+                let rest = name.dropFirst("recovering-".count)
+                guard let dash = rest.firstIndex(of: "-"), let generation = Int32(rest[..<dash]),
+                      let original = BufferFile(name: String(rest[rest.index(after: dash)...]))
+                else { return nil }
+                self = .claimed(generation: Int(generation), original)
+            } else {
+                return nil
+            }
+        }
+        // Only the spelling the buffer writes ("crash-safe-list-+1" is someone else's file).
+        guard self.name == name else { return nil }
+    }
+
+    /// The index of a staged envelope.
+    var stagedIndex: UInt64? {
+        if case .stagedEnvelope(let index) = self { index } else { nil }
+    }
+
+    /// The generation and original role of a claimed file.
+    var claim: (generation: Int, original: BufferFile)? {
+        if case .claimed(let generation, let original) = self { (generation, original) } else { nil }
+    }
+
+    /// Whether it holds records that start-up recovery claims and reads.
+    var holdsRecords: Bool {
+        switch self {
+        case .crashSafeList, .asyncIOCache, .streamCache, .streamFlushing, .recovered, .detectedTermination,
+             .awaitingSync:
+            true
+        case .stagedEnvelope, .spare, .boot, .claimed:
+            false
+        }
+    }
+}
