@@ -75,6 +75,9 @@ extension TelemetryBuffer {
         /// diagnostics reported before them.
         public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
 
+        /// The time background work runs on (internal: tests move a clock by hand instead of sleeping).
+        var clock: any Clock = SystemClock()
+
         /// Options with every default and the given DSN.
         public init(dsn: String) { self.dsn = dsn }
 

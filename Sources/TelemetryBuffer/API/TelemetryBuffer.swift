@@ -47,7 +47,7 @@ public final class TelemetryBuffer: Sendable {
     private let uploader: Uploader?
     private let files: FileTransport?
     /// Rate limits, and the server's refusal of the DSN (401, 403, 404), checked by every add.
-    private let limits = RateLimits()
+    private let limits: RateLimits
     /// Left once start-up recovery is done; `recovered` holds its report.
     private let recovering = DispatchGroup()
     private let recovered = Locked(RecoveryReport())
@@ -79,6 +79,7 @@ public final class TelemetryBuffer: Sendable {
         self.folder = folder
 
         self.options = options
+        limits = RateLimits(clock: options.clock)
         diagnostics = Diagnostics(handler: options.diagnosticHandler)
         reports = ClientReportRecorder()
         var defaults: Attributes = [
@@ -118,13 +119,13 @@ public final class TelemetryBuffer: Sendable {
         }
 
         queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
-        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, strategy: strategy)
+        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
         if options.upload, let files {
             uploader = Uploader(
                 files: files, client: options.httpClient ?? URLSessionHTTPClient(timeout: options.uploadOptions.requestTimeout),
                 options: options.uploadOptions,
                 dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion, limits: limits, reports: reports,
-                diagnostics: diagnostics)
+                diagnostics: diagnostics, clock: options.clock)
         } else {
             uploader = nil
         }
@@ -372,6 +373,10 @@ public final class TelemetryBuffer: Sendable {
 
     /// Runs `body` on the background queue and waits for it (inline when already there). In the child of
     /// a `fork()` it does nothing: the queue's thread is the parent's, and so are the files.
+    /// Returns once the background queue has done everything queued before the call (for tests that
+    /// move a clock by hand: the work it released has then run).
+    func waitForBackgroundWork() { onQueue {} }
+
     private func onQueue(_ body: () -> Void) {
         guard !Self.isForkedChild else { return }
         if isOnQueue { body() } else { queue.sync(execute: body) }

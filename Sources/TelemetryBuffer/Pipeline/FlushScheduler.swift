@@ -1,34 +1,39 @@
 import Dispatch
+import Foundation
 
 /// Decides when a strategy forwards, on the buffer's serial background queue: `flushInterval` after the
-/// first item of a batch, at once when a limit is reached, and never while the buffer is empty.
+/// first item of a batch (on the buffer's `Clock`), at once when a limit is reached, and never while the
+/// buffer is empty.
 ///
 /// All its state is touched only on `queue` (checked with `dispatchPrecondition`).
 final class FlushScheduler: @unchecked Sendable {
     private let queue: DispatchQueue
-    private let interval: DispatchTimeInterval
+    private let interval: TimeInterval
+    private let clock: any Clock
     private let strategy: any BufferStrategy
-    private let timer: DispatchSourceTimer
+    /// Armed from `init` to `close()` with a deadline a year away, never fired: libdispatch sets up its
+    /// event loop (epoll, eventfd, and on Linux a timerfd) when a timer is first armed and keeps it while
+    /// one is. Set up lazily at the first forward, it trapped the process when no descriptor was left.
+    private let eventLoopKeeper: DispatchSourceTimer
     /// Wakes the queue from `add` without allocating: bits are OR-ed into the source, and one event
     /// handler run sees them all.
     private let wake: DispatchSourceUserDataOr
     private static let startTimer: UInt = 1, forwardNow: UInt = 2
-    private var armed = false
+    /// Whether a timer is armed, and which: one armed earlier and stopped since does nothing when it fires.
+    private var armed: Int?
+    private var timers = 0
     /// Set by `close()`: a wake-up queued before it no longer forwards into a released folder.
     private var closed = false
 
-    init(queue: DispatchQueue, interval: Double, strategy: any BufferStrategy) {
+    init(queue: DispatchQueue, interval: Double, clock: any Clock, strategy: any BufferStrategy) {
         self.queue = queue
-        self.interval = .microseconds(Int((interval * 1_000_000).rounded()))
+        self.interval = interval
+        self.clock = clock
         self.strategy = strategy
-        timer = DispatchSource.makeTimerSource(queue: queue)
+        eventLoopKeeper = DispatchSource.makeTimerSource(queue: queue)
+        eventLoopKeeper.resume()
+        eventLoopKeeper.schedule(deadline: .now() + .seconds(365 * 86_400))
         wake = DispatchSource.makeUserDataOrSource(queue: queue)
-        timer.setEventHandler { [weak self] in self?.timerFired() }
-        timer.resume()
-        // Armed now, and never disarmed: libdispatch sets up its event loop (epoll, eventfd, and on Linux
-        // a timerfd) when a timer is first armed, and keeps it while one is. Set up lazily at the first
-        // forward, it trapped the process when no descriptor was left by then.
-        timer.schedule(deadline: .now() + Self.idle)
         wake.setEventHandler { [weak self] in self?.woken() }
         wake.resume()
     }
@@ -45,7 +50,7 @@ final class FlushScheduler: @unchecked Sendable {
         if reasons & Self.forwardNow != 0 {
             strategy.forward(everything: false)
             settle()
-        } else if reasons & Self.startTimer != 0, !armed, !strategy.isEmpty {
+        } else if reasons & Self.startTimer != 0, armed == nil, !strategy.isEmpty {
             arm()
         }
     }
@@ -61,14 +66,10 @@ final class FlushScheduler: @unchecked Sendable {
     /// Stops the timer until the next item arrives. Must run on `queue`.
     func stop() {
         dispatchPrecondition(condition: .onQueue(queue))
-        armed = false
-        timer.schedule(deadline: .now() + Self.idle)
+        armed = nil
     }
 
-    /// The deadline of a stopped timer: far, but never "never" (see `init`).
-    private static let idle = DispatchTimeInterval.seconds(365 * 86_400)
-
-    /// Forwards nothing more, whatever is queued or woken later. Must run on `queue`.
+    /// Forwards nothing more, whatever is queued, woken or fires later. Must run on `queue`.
     func close() {
         dispatchPrecondition(condition: .onQueue(queue))
         closed = true
@@ -76,27 +77,27 @@ final class FlushScheduler: @unchecked Sendable {
     }
 
     func cancel() {
-        timer.cancel()
+        eventLoopKeeper.cancel()
         wake.cancel()
-    }
-
-    private func timerFired() {
-        dispatchPrecondition(condition: .onQueue(queue))
-        armed = false
-        forwardEverything()
     }
 
     /// After a forward: keep (or start) the timer only while items wait.
     private func settle() {
         if strategy.isEmpty {
             stop()
-        } else if !armed {
+        } else if armed == nil {
             arm()
         }
     }
 
     private func arm() {
-        armed = true
-        timer.schedule(deadline: .now() + interval)
+        timers &+= 1
+        let timer = timers
+        armed = timer
+        clock.after(interval, on: queue) { [weak self] in
+            guard let self, self.armed == timer else { return }
+            self.armed = nil
+            self.forwardEverything()
+        }
     }
 }

@@ -28,7 +28,13 @@ final class RateLimits: @unchecked Sendable {
     private let deadlines = UnsafeMutablePointer<UInt64>.allocate(capacity: Category.allCases.count + 1)
     private var refused: UnsafeMutablePointer<UInt64> { deadlines + Category.allCases.count }
 
-    init() { deadlines.initialize(repeating: 0, count: Category.allCases.count + 1) }
+    /// What `add` asks for the time, only while a limit is set.
+    private let clock: any Clock
+
+    init(clock: any Clock = SystemClock()) {
+        self.clock = clock
+        deadlines.initialize(repeating: 0, count: Category.allCases.count + 1)
+    }
 
     deinit { deadlines.deallocate() }
 
@@ -36,7 +42,7 @@ final class RateLimits: @unchecked Sendable {
     @inline(__always)
     func refusal(for category: Category) -> DiscardReason? {
         if tb_load_acquire_u64(refused) != 0 { return .sendError }
-        return allows(category) ? nil : .ratelimitBackoff
+        return allows(category, now: clock.now) ? nil : .ratelimitBackoff
     }
 
     /// The server refused the DSN for good: every later item is refused.

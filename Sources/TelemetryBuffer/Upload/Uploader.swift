@@ -27,6 +27,7 @@ final class Uploader: @unchecked Sendable {
     private let limits: RateLimits
     private let reports: ClientReportRecorder
     private let diagnostics: Diagnostics
+    private let clock: any Clock
     private let stopped = Locked<(@Sendable (UploadStop) -> Void)?>(nil)
     private let closed = Locked(false)
     /// Entered while a request is under way.
@@ -39,8 +40,10 @@ final class Uploader: @unchecked Sendable {
     private var wake = 0
 
     init(files: FileTransport, client: any HTTPClient, options: UploadOptions, dsn: DSN, sdkName: String,
-         sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics) {
+         sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics,
+         clock: any Clock = SystemClock()) {
         self.files = files
+        self.clock = clock
         self.client = client
         self.options = options
         self.limits = limits
@@ -73,7 +76,7 @@ final class Uploader: @unchecked Sendable {
     private func schedule(after seconds: Double) {
         wake &+= 1
         let token = wake
-        queue.asyncAfter(deadline: .now() + max(0, seconds)) { [self] in
+        clock.after(seconds, on: queue) { [self] in
             guard token == wake else { return }
             sendNext()
         }
@@ -103,7 +106,7 @@ final class Uploader: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed.withLock({ $0 }) else { return }
         if case .stopped = state { return }
-        let now = Date()
+        let now = clock.now()
         var limitedUntil: Date?
         for url in files.storedEnvelopes() {
             let bytes: [UInt8]
@@ -180,7 +183,7 @@ final class Uploader: @unchecked Sendable {
         case .success(let response):
             diagnostics.log(.info, "upload: \(name) → \(response.status)")
             limits.update(status: response.status, rateLimits: response.headers["x-sentry-rate-limits"],
-                          retryAfter: response.headers["retry-after"])
+                          retryAfter: response.headers["retry-after"], now: clock.now())
             switch response.status {
             case 200..<300:
                 files.remove(url)
@@ -222,7 +225,7 @@ final class Uploader: @unchecked Sendable {
         restore(report)
         failures += 1
         let wait = options.wait(afterFailure: failures, jitter: Double.random(in: 0..<1))
-        let until = Date().addingTimeInterval(wait.seconds)
+        let until = clock.now().addingTimeInterval(wait.seconds)
         if wait.coolOff { failures = 0 }
         set(wait.coolOff ? .coolingOff(until: until) : .backingOff(until: until))
         schedule(after: wait.seconds)

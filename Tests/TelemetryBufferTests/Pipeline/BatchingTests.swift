@@ -36,15 +36,29 @@ final class BatchingTests: XCTestCase {
         try eventually { try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements).count == 5 }
     }
 
+    /// On a clock moved by hand: the first item arms the timer, nothing is written before
+    /// `flushInterval`, everything at it, and no timer runs while the buffer is empty.
     func testTheTimerForwardsTheFirstItemsAndDoesNotRunWhileEmpty() throws {
-        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.flushInterval = 0.05 })
+        let clock = ManualClock()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.flushInterval = 5; $0.clock = clock })
+        defer { buffer.close() }
         buffer.add(log: .test("first"))
-        try eventually { try logBodies(in: buffer.envelopesDirectory) == ["first"] }
-        // Nothing is buffered now: a running timer would have nothing to write, and must write nothing.
-        usleep(300_000)
-        XCTAssertEqual(try walkEnvelopes(in: buffer.envelopesDirectory).count, 1)
         buffer.add(log: .test("second"))
-        try eventually { try logBodies(in: buffer.envelopesDirectory) == ["first", "second"] }
+        eventually { clock.pendingCount == 1 }
+        XCTAssertEqual(clock.advance(by: 4.9), 0)
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(try walkEnvelopes(in: buffer.envelopesDirectory).count, 0, "not before the interval")
+        XCTAssertEqual(clock.advance(by: 0.1), 1)
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["first", "second"])
+        // Empty now: no timer is armed, however long the clock runs.
+        XCTAssertEqual(clock.pendingCount, 0)
+        XCTAssertEqual(clock.advance(by: 3600), 0)
+        buffer.add(log: .test("third"))
+        eventually { clock.pendingCount == 1 }
+        clock.advance(by: 5)
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["first", "second", "third"])
     }
 
     func testTheByteLimitRotatesAndBoundsEveryEnvelope() throws {

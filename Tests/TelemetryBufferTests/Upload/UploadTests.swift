@@ -194,6 +194,35 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// On a clock moved by hand: a 429 with `Retry-After: 60` holds every category for exactly 60 s.
+    func testRetryAfterIsWaitedOutExactlyOnTheClock() throws {
+        let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "60"])]))
+        defer { server.stop() }
+        let clock = ManualClock()
+        let buffer = try buffer(server) { $0.clock = clock }
+        defer { buffer.close() }
+        buffer.add(log: .test("limited"))
+        buffer.flush()
+        // The uploader's wake-ups (at start, when the envelope was stored, `pacing` after the answer) run
+        // as they come, the clock moving a millisecond at a time.
+        eventually {
+            clock.advance(by: 0.001)
+            if case .rateLimited = buffer.stats().upload { return true } else { return false }
+        }
+        guard case .rateLimited(let until) = buffer.stats().upload else { return XCTFail() }
+        let wait = until.timeIntervalSince(clock.now())
+        XCTAssertTrue(wait > 59 && wait <= 60, "\(wait)")
+        XCTAssertFalse(buffer.add(log: .test("dropped while limited")))
+        clock.advance(by: wait - 0.1)
+        buffer.waitForBackgroundWork()
+        eventually { clock.pendingCount == 1 }
+        XCTAssertEqual(server.requests.withLock { $0.count }, 1, "nothing sent before 60 s")
+        clock.advance(by: 0.1)
+        eventually { server.requests.withLock { $0.count } == 2 }
+        eventually { stored(buffer) == 0 }
+        XCTAssertTrue(buffer.add(log: .test("accepted again")))
+    }
+
     func testRetryAfterOnA429DelaysEverything() throws {
         let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "0.05"])]))
         defer { server.stop() }
