@@ -340,20 +340,7 @@ public final class TelemetryBuffer: Sendable {
     /// drop since start by reason and category, and the upload state. It reads the envelope folder on the
     /// calling thread: call it for diagnostics, not on a hot path.
     public func stats() -> QueueStats {
-        var stored: [String: QueueStats.Stored] = [:]
-        var oldest: Date?
-        for url in files?.storedEnvelopes() ?? [] {
-            // Bounded: a file larger than any envelope is skipped (the uploader deletes it).
-            guard let data = FileSystem.contents(of: url.path, limit: FileSystem.maxEnvelopeBytes) else { continue }
-            oldest = oldest ?? FileTransport.creationDate(ofName: url.lastPathComponent)
-            guard let envelope = try? EnvelopeReader(data) else { continue }
-            let kind = envelope.items.first { $0.type != "client_report" }?.type ?? envelope.items.first?.type ?? "empty"
-            // Counts read from a file: saturated, never trapping on a crafted `item_count`.
-            let items = envelope.items.filter { $0.type == kind }.reduce(0) { $0.saturatingAdding(max(0, $1.itemCount ?? 1)) }
-            stored[kind, default: .init()].envelopes += 1
-            stored[kind, default: .init()].bytes += data.count
-            stored[kind, default: .init()].items = stored[kind, default: .init()].items.saturatingAdding(items)
-        }
+        let (stored, oldest) = files?.summary() ?? ([:], nil)
         let drops = (reports.totals()?.entries ?? []).reduce(into: [String: Int]()) {
             $0["\($1.reason.rawValue)/\($1.category.rawValue)"] = $1.quantity
         }

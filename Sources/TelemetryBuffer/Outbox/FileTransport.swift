@@ -126,6 +126,26 @@ extension TelemetryBuffer {
             }
         }
 
+        /// What is stored, by the kind of item each envelope holds (`log`, `span`), and when the oldest
+        /// envelope was stored. It reads every envelope: for diagnostics, not a hot path.
+        func summary() -> (stored: [String: QueueStats.Stored], oldest: Date?) {
+            var stored: [String: QueueStats.Stored] = [:]
+            var oldest: Date?
+            for url in storedEnvelopes() {
+                // Bounded: a file larger than any envelope is skipped (the uploader deletes it).
+                guard let data = FileSystem.contents(of: url.path, limit: FileSystem.maxEnvelopeBytes) else { continue }
+                oldest = oldest ?? Self.creationDate(ofName: url.lastPathComponent)
+                guard let envelope = try? EnvelopeReader(data) else { continue }
+                let kind = envelope.items.first { $0.type != "client_report" }?.type ?? envelope.items.first?.type ?? "empty"
+                // Counts read from a file: saturated, never trapping on a crafted `item_count`.
+                let items = envelope.items.filter { $0.type == kind }.reduce(0) { $0.saturatingAdding(max(0, $1.itemCount ?? 1)) }
+                stored[kind, default: .init()].envelopes += 1
+                stored[kind, default: .init()].bytes += data.count
+                stored[kind, default: .init()].items = stored[kind, default: .init()].items.saturatingAdding(items)
+            }
+            return (stored, oldest)
+        }
+
         /// The stored envelope files, oldest first.
         public func storedEnvelopes() -> [URL] {
             state.withLock { $0.names }.map { directory.appendingPathComponent($0) }

@@ -17,7 +17,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private let lock = Lock()
     // Guarded by `lock`.
     private var fd: Int32 = -1
-    private var cache = BatchTally()
+    /// What `cache` holds, by category and trace.
+    private var tally = BatchTally()
     /// Record bytes in `cache`.
     private var cacheBytes = 0
     /// `flushing` exists and is not yet published.
@@ -58,7 +59,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private func use(_ descriptor: Int32) {
         if fd >= 0 { FileSystem.closeDescriptor(fd) }
         fd = descriptor
-        cache = BatchTally()
+        tally = BatchTally()
         cacheBytes = 0
     }
 
@@ -94,12 +95,12 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     func append(_ item: EncodedItem) -> AppendOutcome {
         lock.lock()
         defer { lock.unlock() }
-        guard !closed, !cache.isCut(item) else { return .rejected(.bufferOverflow) }
+        guard !closed, !tally.isCut(item) else { return .rejected(.bufferOverflow) }
         let size = RecordFraming.recordHeaderSize + item.payload.count
         var rotated = false
-        if cacheBytes + size > maxRecordBytes || !cache.hasRoom(for: item.category) {
+        if cacheBytes + size > maxRecordBytes || !tally.hasRoom(for: item.category) {
             guard !pending, cacheBytes > 0 else {
-                cache.overflowed(item)
+                tally.overflowed(item)
                 return .rejected(.bufferOverflow)
             }
             do { try rotate() } catch { return .rejected(.internalSDKError) }
@@ -118,7 +119,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         }
         let wasEmpty = cacheBytes == 0
         cacheBytes += size
-        let limitReached = cache.count(item.category, maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
+        let limitReached = tally.count(item.category, maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
         return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
     }
 
@@ -197,7 +198,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     var isEmpty: Bool { lock.withLock { !pending && cacheBytes == 0 } }
 
     /// Items in `cache` (not counting a `flushing` file being published).
-    var bufferedItems: Int { lock.withLock { cache.items } }
+    var bufferedItems: Int { lock.withLock { tally.items } }
 
     /// Every item is in `cache` when `add` returns: nothing is left for a crash handler.
     var crashPlan: CrashPlan? { nil }
