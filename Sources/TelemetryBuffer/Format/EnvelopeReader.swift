@@ -106,15 +106,9 @@ struct EnvelopeReader {
     func discardCounts() -> [(DataCategory, Int)] {
         var counts: [(DataCategory, Int)] = []
         for item in items {
-            switch item.type {
-            case "log":
-                counts.append((.logItem, item.itemCount ?? 1))
-                counts.append((.logByte, item.payload.count))
-            case "span":
-                counts.append((.span, item.itemCount ?? 1))
-            default:
-                break
-            }
+            guard let category = ItemCategory(envelopeItemType: item.type) else { continue }
+            counts.append((category.dataCategory, item.itemCount ?? 1))
+            if category == .log { counts.append((.logByte, item.payload.count)) }
         }
         return counts
     }

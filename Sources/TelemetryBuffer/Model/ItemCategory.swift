@@ -3,6 +3,28 @@
 enum ItemCategory: UInt8, Sendable, CaseIterable {
     case log = 1
     case span = 2
+
+    /// The `type` of the envelope items that carry it.
+    var envelopeItemType: String {
+        switch self {
+        case .log: "log"
+        case .span: "span"
+        }
+    }
+
+    /// The category of an envelope item's `type`, `nil` for items that are not telemetry (client reports).
+    init?(envelopeItemType type: String) {
+        guard let category = Self.allCases.first(where: { $0.envelopeItemType == type }) else { return nil }
+        self = category
+    }
+
+    /// How client reports and rate limits count one item of it.
+    var dataCategory: DataCategory {
+        switch self {
+        case .log: .logItem
+        case .span: .span
+        }
+    }
 }
 
 /// A 16-byte item ID: a random per-buffer nonce and a sequence number.

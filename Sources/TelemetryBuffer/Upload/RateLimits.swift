@@ -12,16 +12,23 @@ final class RateLimits: @unchecked Sendable {
     enum Category: Int, CaseIterable, Sendable {
         case all, logItem, span
 
-        init?(_ name: Substring) {
-            switch name {
-            case "log_item": self = .logItem
-            case "span": self = .span
-            default: return nil
+        /// The limit that holds items of a data category (`log_byte` has none of its own).
+        init?(_ category: DataCategory) {
+            switch category {
+            case .logItem: self = .logItem
+            case .span: self = .span
+            case .logByte: return nil
             }
         }
 
-        /// The category of the items a buffer holds.
-        init(_ item: ItemCategory) { self = item == .log ? .logItem : .span }
+        /// The category a header names (`log_item`, `span`), `nil` for one this library does not send.
+        init?(_ name: Substring) {
+            guard let category = DataCategory(rawValue: String(name)).flatMap(Self.init) else { return nil }
+            self = category
+        }
+
+        /// The limit that holds the items a buffer holds.
+        init(_ item: ItemCategory) { self = Self(item.dataCategory)! }
     }
 
     /// µs since 1970 until which each category is limited (0 when it is not), then the refusal flag.

@@ -129,12 +129,9 @@ final class Uploader: @unchecked Sendable {
                 reports.record(.internalSDKError, .logItem)
                 continue
             }
-            let categories = envelope.items.map { item -> RateLimits.Category in
-                switch item.type {
-                case "log": .logItem
-                case "span": .span
-                default: .all
-                }
+            // An item that is not telemetry (a client report) waits for a limit on everything.
+            let categories = envelope.items.map { item in
+                ItemCategory(envelopeItemType: item.type).map(RateLimits.Category.init) ?? .all
             }
             if let until = categories.compactMap({ limits.limitedUntil($0, now: now) }).max() {
                 limitedUntil = min(limitedUntil ?? until, until)
