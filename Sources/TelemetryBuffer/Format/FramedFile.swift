@@ -94,9 +94,9 @@ struct FramedFile {
         guard !folder.isReleased else { throw TelemetryBufferError.folderInUse(path: folder.path) }
         let path = folder.path + "/" + name
         let fd = try FileSystem.openFile(path, O_WRONLY)
-        defer { close(fd) }
+        defer { fd.close() }
         let written = publication.bytes.withUnsafeBytes {
-            pwrite(fd, $0.baseAddress, $0.count, off_t(RecordFraming.publicationOffset))
+            pwrite(fd.rawValue, $0.baseAddress, $0.count, off_t(RecordFraming.publicationOffset))
         }
         guard written == RecordFraming.Publication.idle.bytes.count else { throw FileSystem.error("pwrite", path) }
     }

@@ -12,7 +12,7 @@ extension TelemetryBuffer {
     public final class FileTransport: Transport, Outbox, @unchecked Sendable {
         /// The folder holding the envelopes.
         public let directory: URL
-        private let directoryFD: Int32
+        private let directoryFD: FileDescriptor
         private let maxEnvelopes: Int
         private let reports: ClientReportRecorder?
         private let diagnostics: Diagnostics
@@ -64,7 +64,7 @@ extension TelemetryBuffer {
             evictOverflow()
         }
 
-        deinit { FileSystem.closeDescriptor(directoryFD) }
+        deinit { directoryFD.close() }
 
         /// Writes the envelope durably, then evicts the oldest envelopes beyond the limit.
         public func send(_ envelope: Envelope) throws {

@@ -17,7 +17,7 @@ final class BufferFolder: @unchecked Sendable {
     let path: String
     private let lock: FolderLock
     private let released = Locked(false)
-    private let fd: Int32
+    private let fd: FileDescriptor
     private var nextEnvelope: UInt64
 
     static let name = "telemetry-buffer"
@@ -37,7 +37,7 @@ final class BufferFolder: @unchecked Sendable {
         nextEnvelope = names.compactMap { BufferFile(name: $0)?.stagedIndex }.max().map { $0 + 1 } ?? 0
     }
 
-    deinit { close(fd) }
+    deinit { fd.close() }
 
     /// Gives the folder up for a later buffer: releases the lock; staging and moving stop.
     func release() {
@@ -156,10 +156,10 @@ final class BufferFolder: @unchecked Sendable {
         // Overwritten in place (the ID's length never changes), not truncated: no block freed and reallocated.
         let boot = BufferFile.boot.name
         let file = try FileSystem.openFile(boot, O_WRONLY | O_CREAT, in: fd, path: path + "/" + boot)
-        defer { close(file) }
+        defer { file.close() }
         let id = Array((BootSession.current ?? "").utf8)
         try FileSystem.writeAll(file, id, path: path + "/" + boot)
-        guard ftruncate(file, off_t(id.count)) == 0 else { throw FileSystem.error("ftruncate", path + "/" + boot) }
+        guard ftruncate(file.rawValue, off_t(id.count)) == 0 else { throw FileSystem.error("ftruncate", path + "/" + boot) }
     }
 
     /// Removes the staged envelopes a marker names (an interrupted publication).
@@ -183,7 +183,7 @@ final class BufferFolder: @unchecked Sendable {
 
     func rename(_ name: String, to newName: String) throws {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
-        guard renameat(fd, name, fd, newName) == 0 else { throw FileSystem.error("rename", path + "/" + name) }
+        guard renameat(fd.rawValue, name, fd.rawValue, newName) == 0 else { throw FileSystem.error("rename", path + "/" + name) }
     }
 
     /// Cuts the records off the framed file `name`, keeping its header.
@@ -207,6 +207,6 @@ final class BufferFolder: @unchecked Sendable {
 
     /// Makes the folder's entries (new files, removals, renames) durable.
     func sync() throws {
-        guard FileSystem.durableSync(fd) == 0 else { throw FileSystem.error("fsync", path) }
+        guard fd.durableSync() == 0 else { throw FileSystem.error("fsync", path) }
     }
 }

@@ -9,22 +9,22 @@ import Foundation
 /// Thread safety: filled by one queue, then handed to another (through `async`) to be synced.
 final class UnsyncedFiles: @unchecked Sendable {
     private let folder: BufferFolder
-    private var files: [(fd: Int32, path: String)] = []
+    private var files: [(fd: FileDescriptor, path: String)] = []
 
     init(in folder: BufferFolder) { self.folder = folder }
 
-    deinit { for file in files { close(file.fd) } }
+    deinit { for file in files { file.fd.close() } }
 
     /// Takes over `fd`, a file just created in the folder.
-    func append(_ fd: Int32, path: String) { files.append((fd, path)) }
+    func append(_ fd: FileDescriptor, path: String) { files.append((fd, path)) }
 
     /// `fsync`s every file, then the folder; closes the files.
     func sync() throws {
         for file in files {
-            guard FileSystem.durableSync(file.fd) == 0 else { throw FileSystem.error("fsync", file.path) }
+            guard file.fd.durableSync() == 0 else { throw FileSystem.error("fsync", file.path) }
         }
         try folder.sync()
-        for file in files { close(file.fd) }
+        for file in files { file.fd.close() }
         files = []
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 /// makes them durable. It never runs on the calling thread; its owner calls it on one serial queue.
 final class AsyncIOCache {
     private let path: String
-    private var fd: Int32
+    private var fd: FileDescriptor
     /// Record bytes of the list already written to the file.
     private var mirrored = 0
     private var unsynced = false
@@ -20,10 +20,10 @@ final class AsyncIOCache {
         fd = try Self.create(path)
     }
 
-    deinit { close(fd) }
+    deinit { fd.close() }
 
     /// Opens the file at `path`, truncated (`O_TRUNC`) unless `truncating` is false, and writes a fresh header.
-    private static func create(_ path: String, truncating: Bool = true) throws -> Int32 {
+    private static func create(_ path: String, truncating: Bool = true) throws -> FileDescriptor {
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT | (truncating ? O_TRUNC : 0))
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         header.withUnsafeMutableBytes {
@@ -33,7 +33,7 @@ final class AsyncIOCache {
         do {
             try header.withUnsafeBytes { try write($0, at: 0, fd: fd, path: path) }
         } catch {
-            close(fd)
+            fd.close()
             throw error
         }
         return fd
@@ -55,12 +55,7 @@ final class AsyncIOCache {
     /// Makes everything written durable.
     func sync() throws {
         guard unsynced else { return }
-        #if canImport(Darwin)
-        let status = FileSystem.durableSync(fd)
-        #else
-        let status = fdatasync(fd)
-        #endif
-        guard status == 0 else { throw FileSystem.error("fdatasync", path) }
+        guard fd.dataSync() == 0 else { throw FileSystem.error("fdatasync", path) }
         unsynced = false
     }
 
@@ -79,18 +74,18 @@ final class AsyncIOCache {
         }
         if let spare, rename(spare, path) != 0 { throw FileSystem.error("rename", spare) }
         let fresh = try Self.create(path, truncating: spare == nil)
-        close(fd)
+        fd.close()
         fd = fresh
         moved = false
         mirrored = 0
         unsynced = false
     }
 
-    private static func write(_ bytes: UnsafeRawBufferPointer, at offset: Int, fd: Int32, path: String) throws {
+    private static func write(_ bytes: UnsafeRawBufferPointer, at offset: Int, fd: FileDescriptor, path: String) throws {
         var done = 0
         while done < bytes.count {
             done += try SystemCall.retrying("write", path) {
-                pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+                pwrite(fd.rawValue, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
             }
         }
     }

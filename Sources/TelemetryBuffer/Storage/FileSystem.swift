@@ -22,10 +22,10 @@ enum FileSystem {
     }
 
     /// An open descriptor of a directory, for `fsync` after renames into it.
-    static func openDirectory(_ url: URL) throws -> Int32 {
+    static func openDirectory(_ url: URL) throws -> FileDescriptor {
         let fd = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw error("open", url.path) }
-        return fd
+        return FileDescriptor(rawValue: fd)
     }
 
     /// A file in the folder that is not the buffer's: a symbolic link, a FIFO, a device, a folder, another
@@ -39,9 +39,10 @@ enum FileSystem {
     /// link (`O_NOFOLLOW`), never waiting on a FIFO or a device (`O_NONBLOCK`, cleared once open), and
     /// only a regular file of this user with one name, checked with `fstat` before `O_TRUNC` takes effect
     /// (truncation is done after the check). Throws `ForeignFile` for anything else.
-    static func openFile(_ name: String, _ flags: Int32, in directoryFD: Int32 = AT_FDCWD, path: String? = nil) throws -> Int32 {
+    static func openFile(_ name: String, _ flags: Int32, in directory: FileDescriptor = .currentDirectory,
+                         path: String? = nil) throws -> FileDescriptor {
         let path = path ?? name
-        let fd = openat(directoryFD, name, (flags & ~O_TRUNC) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+        let fd = openat(directory.rawValue, name, (flags & ~O_TRUNC) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             // A symbolic link (ELOOP), or a FIFO without a reader (ENXIO): not ours.
             if errno == ELOOP || errno == ENXIO { throw ForeignFile(path: path) }
@@ -50,39 +51,28 @@ enum FileSystem {
         var status = stat()
         guard fstat(fd, &status) == 0 else {
             let failure = error("fstat", path)
-            close(fd)
+            _ = Foundation.close(fd)
             throw failure
         }
         guard status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid(), status.st_nlink == 1 else {
-            close(fd)
+            _ = Foundation.close(fd)
             throw ForeignFile(path: path)
         }
         guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0,
               flags & O_TRUNC == 0 || ftruncate(fd, 0) == 0
         else {
             let failure = error("open", path)
-            close(fd)
+            _ = Foundation.close(fd)
             throw failure
         }
-        return fd
-    }
-
-    /// Makes a file's data, or a folder's entries, durable: `fsync`, except on Apple platforms, where
-    /// `fsync` only hands the data to the drive (which may keep it in its cache) and `fcntl(F_FULLFSYNC)`
-    /// is the flush to stable storage (with `fsync` where the file system does not support it).
-    /// Returns 0, or -1 with `errno` set.
-    static func durableSync(_ fd: Int32) -> Int32 {
-        #if canImport(Darwin)
-        if fcntl(fd, F_FULLFSYNC) == 0 { return 0 }
-        #endif
-        return fsync(fd)
+        return FileDescriptor(rawValue: fd)
     }
 
     /// Whether `name` in `directoryFD` is a regular file of this user with one name, looked at without
     /// following a link (for files renamed, not opened).
-    static func isOurs(_ name: String, in directoryFD: Int32) -> Bool {
+    static func isOurs(_ name: String, in directory: FileDescriptor) -> Bool {
         var status = stat()
-        guard fstatat(directoryFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
+        guard fstatat(directory.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
         return status.st_mode & S_IFMT == S_IFREG && status.st_uid == geteuid() && status.st_nlink == 1
     }
 
@@ -90,32 +80,32 @@ enum FileSystem {
     /// in the same directory, `fsync`, `rename`, then `fsync` of the directory. A reader listing the
     /// directory sees either no file or the whole file, never a part; after a power loss, the same.
     static func writeAtomically(
-        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: Int32, directoryPath: String
+        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: FileDescriptor, directoryPath: String
     ) throws {
         let fd = try openFile(temporaryName, O_WRONLY | O_CREAT | O_TRUNC, in: directoryFD,
                               path: directoryPath + "/" + temporaryName)
         var renamed = false
-        defer { if !renamed { unlinkat(directoryFD, temporaryName, 0) } }
+        defer { if !renamed { unlinkat(directoryFD.rawValue, temporaryName, 0) } }
         do {
-            defer { close(fd) }
+            defer { fd.close() }
             try writeAll(fd, bytes, path: directoryPath + "/" + temporaryName)
-            guard durableSync(fd) == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
+            guard fd.durableSync() == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
         }
-        guard renameat(directoryFD, temporaryName, directoryFD, name) == 0 else {
+        guard renameat(directoryFD.rawValue, temporaryName, directoryFD.rawValue, name) == 0 else {
             throw error("rename", directoryPath + "/" + name)
         }
         renamed = true
-        guard durableSync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
+        guard directoryFD.durableSync() == 0 else { throw error("fsync", directoryPath) }
     }
 
     /// `write` until every byte is written, retrying on EINTR and short writes.
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+    static func writeAll(_ fd: FileDescriptor, _ bytes: [UInt8], path: String) throws {
         try bytes.withUnsafeBytes { try writeAll(fd, pieces: [$0], path: path) }
     }
 
     /// `writev` until every byte of `pieces` is written, in order: 1024 pieces per call (the smallest
     /// `IOV_MAX` of the supported systems), retrying on EINTR and short writes.
-    static func writeAll(_ fd: Int32, pieces: [UnsafeRawBufferPointer], path: String) throws {
+    static func writeAll(_ fd: FileDescriptor, pieces: [UnsafeRawBufferPointer], path: String) throws {
         var vectors = pieces.filter { !$0.isEmpty }.map {
             iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
         }
@@ -123,7 +113,7 @@ enum FileSystem {
         while first < vectors.count {
             let count = min(vectors.count - first, 1024)
             let written = try SystemCall.retrying("writev", path) {
-                vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
+                vectors.withUnsafeBufferPointer { writev(fd.rawValue, $0.baseAddress! + first, Int32(count)) }
             }
             // Skip what was written: whole vectors, then part of the next.
             var left = written
@@ -170,15 +160,15 @@ enum FileSystem {
     /// taken for one that does not.
     static func readFile(_ path: String, prefix: Int, limit: Int = .max,
                          length: (UnsafeRawBufferPointer) -> Int) throws -> [UInt8]? {
-        let fd: Int32
+        let fd: FileDescriptor
         do {
             fd = try openFile(path, O_RDONLY)
         } catch TelemetryBufferError.fileSystem(_, _, ENOENT) {
             return nil
         }
-        defer { close(fd) }
+        defer { fd.close() }
         var status = stat()
-        guard fstat(fd, &status) == 0 else { throw error("fstat", path) }
+        guard fstat(fd.rawValue, &status) == 0 else { throw error("fstat", path) }
         let size = Int(status.st_size)
         guard size <= limit else { throw TooLarge(path: path, size: size) }
         var first = [UInt8](repeating: 0, count: min(prefix, size))
@@ -193,10 +183,10 @@ enum FileSystem {
     }
 
     /// Reads until `buffer` is full or the file ends; the number of bytes read.
-    private static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws -> Int {
+    private static func readFully(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, path: String) throws -> Int {
         var count = 0
         while count < buffer.count {
-            let got = try SystemCall.retrying("read", path) { read(fd, buffer.baseAddress! + count, buffer.count - count) }
+            let got = try SystemCall.retrying("read", path) { read(fd.rawValue, buffer.baseAddress! + count, buffer.count - count) }
             if got == 0 { break }
             count += got
         }
@@ -205,9 +195,9 @@ enum FileSystem {
 
     /// `fsync`s the named files of the directory (a missing one is skipped: it was sent or removed),
     /// then the directory.
-    static func sync(_ names: [String], directoryFD: Int32, directoryPath: String) throws {
+    static func sync(_ names: [String], directoryFD: FileDescriptor, directoryPath: String) throws {
         for name in names {
-            let fd: Int32
+            let fd: FileDescriptor
             do {
                 fd = try openFile(name, O_RDONLY, in: directoryFD, path: directoryPath + "/" + name)
             } catch TelemetryBufferError.fileSystem(_, _, ENOENT) {
@@ -215,21 +205,19 @@ enum FileSystem {
             } catch is ForeignFile {
                 continue
             }
-            defer { close(fd) }
-            guard durableSync(fd) == 0 else { throw error("fsync", directoryPath + "/" + name) }
+            defer { fd.close() }
+            guard fd.durableSync() == 0 else { throw error("fsync", directoryPath + "/" + name) }
         }
-        guard durableSync(directoryFD) == 0 else { throw error("fsync", directoryPath) }
+        guard directoryFD.durableSync() == 0 else { throw error("fsync", directoryPath) }
     }
 
     /// Removes `name` from the directory; a missing file is not an error.
-    static func remove(_ name: String, directoryFD: Int32, directoryPath: String) throws {
-        guard unlinkat(directoryFD, name, 0) == 0 || errno == ENOENT else {
+    static func remove(_ name: String, directoryFD: FileDescriptor, directoryPath: String) throws {
+        guard unlinkat(directoryFD.rawValue, name, 0) == 0 || errno == ENOENT else {
             throw error("unlink", directoryPath + "/" + name)
         }
     }
 
-    /// `close(2)`, for types that have a `close()` method of their own.
-    static func closeDescriptor(_ fd: Int32) { _ = close(fd) }
 
     static func error(_ operation: String, _ path: String) -> TelemetryBufferError {
         .fileSystem(operation: operation, path: path, errno: errno)

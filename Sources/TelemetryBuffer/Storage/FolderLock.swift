@@ -5,14 +5,16 @@ import Foundation
 /// A second holder, in this process or another, fails at once with `TelemetryBufferError.folderInUse`
 /// instead of writing into the same buffer files. The kernel releases the lock when the process dies.
 final class FolderLock {
-    private var fd: Int32
+    private var fd: FileDescriptor?
 
     init(folder: String) throws {
         let path = folder + "/lock"
-        fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
+        self.fd = fd
+        guard flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
-            close(fd)
+            fd.close()
+            self.fd = nil
             if code == EWOULDBLOCK { throw TelemetryBufferError.folderInUse(path: folder) }
             throw TelemetryBufferError.fileSystem(operation: "flock", path: path, errno: code)
         }
@@ -20,9 +22,8 @@ final class FolderLock {
 
     /// Releases the lock (closing the descriptor releases it); later calls do nothing.
     func release() {
-        guard fd >= 0 else { return }
-        close(fd)
-        fd = -1
+        fd?.close()
+        fd = nil
     }
 
     deinit { release() }

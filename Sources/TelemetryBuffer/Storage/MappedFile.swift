@@ -14,7 +14,7 @@ import Foundation
 final class MappedFile {
     let base: UnsafeMutableRawPointer
     let size: Int
-    let descriptor: Int32
+    let descriptor: FileDescriptor
 
     /// The file system of `path` may look for new space when a page of the mapping is stored into (see
     /// `tb_file_overwrites_in_place`): a full disk would raise SIGBUS in the storing thread, a nearly full one
@@ -31,19 +31,19 @@ final class MappedFile {
     init(path: String, size: Int) throws {
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
         do {
-            guard tb_file_overwrites_in_place(fd) == 1 else {
+            guard tb_file_overwrites_in_place(fd.rawValue) == 1 else {
                 var status = stat()
-                if fstat(fd, &status) == 0 && status.st_size == 0 { unlink(path) }
+                if fstat(fd.rawValue, &status) == 0 && status.st_size == 0 { unlink(path) }
                 throw WritesCanFault(path: path)
             }
-            guard ftruncate(fd, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
+            guard ftruncate(fd.rawValue, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
             try Self.allocate(fd, size: size, path: path)
-            guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0),
+            guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.rawValue, 0),
                   mapping != MAP_FAILED
             else { throw FileSystem.error("mmap", path) }
             self.base = mapping
         } catch {
-            close(fd)
+            fd.close()
             throw error
         }
         self.size = size
@@ -52,12 +52,12 @@ final class MappedFile {
 
     deinit {
         munmap(base, size)
-        close(descriptor)
+        descriptor.close()
     }
 
-    private static func allocate(_ fd: Int32, size: Int, path: String) throws {
+    private static func allocate(_ fd: FileDescriptor, size: Int, path: String) throws {
         #if os(Linux)
-        let status = posix_fallocate(fd, 0, off_t(size))
+        let status = posix_fallocate(fd.rawValue, 0, off_t(size))
         if status == 0 { return }
         guard status == EOPNOTSUPP || status == EINVAL else {
             throw TelemetryBufferError.fileSystem(operation: "posix_fallocate", path: path, errno: status)
@@ -69,7 +69,7 @@ final class MappedFile {
         while offset < size {
             let count = min(zeros.count, size - offset)
             offset += try SystemCall.retrying("pwrite", path) {
-                zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress, count, off_t(offset)) }
+                zeros.withUnsafeBytes { pwrite(fd.rawValue, $0.baseAddress, count, off_t(offset)) }
             }
         }
     }

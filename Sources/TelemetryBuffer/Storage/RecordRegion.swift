@@ -42,7 +42,7 @@ final class RecordRegion {
     deinit { if mapping == nil { base.deallocate() } }
 
     /// The open file of a mapped region, `nil` for heap memory.
-    var fileDescriptor: Int32? { mapping?.descriptor }
+    var fileDescriptor: FileDescriptor? { mapping?.descriptor }
 
     /// Bytes of committed records, as the owner sees them: the header's committed length, which it alone
     /// writes, is the one copy (no stored property to keep in step).

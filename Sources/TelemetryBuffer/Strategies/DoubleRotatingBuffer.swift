@@ -239,6 +239,6 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// the lists exactly once. So the handler writes no copies (a copy could be overtaken by a forward that
     /// publishes the same items); it only syncs the lists' files, against power loss right after the crash.
     var crashPlan: CrashPlan? {
-        CrashPlan(regions: lists, directory: folder.path, action: .syncFiles(descriptors: lists.compactMap(\.fileDescriptor)))
+        CrashPlan(regions: lists, directory: folder.path, action: .syncFiles(descriptors: lists.compactMap(\.fileDescriptor?.rawValue)))
     }
 }

@@ -16,7 +16,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private let maxRecordBytes: Int
     private let lock = Lock()
     // Guarded by `lock`.
-    private var fd: Int32 = -1
+    private var fd: FileDescriptor
     /// What `cache` holds, by category and trace.
     private var tally = BatchTally()
     /// Record bytes in `cache`.
@@ -31,15 +31,15 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         self.batcher = batcher
         self.outbox = outbox
         maxRecordBytes = maxBatchBytes
-        use(try Self.createCache(at: cachePath))
+        fd = try Self.createCache(at: folder.path + "/" + BufferFile.streamCache.name)
     }
 
-    deinit { FileSystem.closeDescriptor(fd) }
+    deinit { fd.close() }
 
     private var cachePath: String { folder.path + "/" + BufferFile.streamCache.name }
 
     /// Creates a fresh stream file at `path` with its header and returns its descriptor.
-    private static func createCache(at path: String) throws -> Int32 {
+    private static func createCache(at path: String) throws -> FileDescriptor {
         let descriptor = try FileSystem.openFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         header.withUnsafeMutableBytes {
@@ -49,15 +49,15 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         do {
             try FileSystem.writeAll(descriptor, header, path: path)
         } catch {
-            FileSystem.closeDescriptor(descriptor)
+            descriptor.close()
             throw error
         }
         return descriptor
     }
 
-    /// Appends go to `descriptor` from now on. Caller holds the lock (or is the initialiser).
-    private func use(_ descriptor: Int32) {
-        if fd >= 0 { FileSystem.closeDescriptor(fd) }
+    /// Appends go to `descriptor` from now on. Caller holds the lock.
+    private func use(_ descriptor: FileDescriptor) {
+        fd.close()
         fd = descriptor
         tally = BatchTally()
         cacheBytes = 0
@@ -77,14 +77,14 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         let descriptor = try Self.createCache(at: temporary)
         guard rename(cachePath, flushingPath) == 0 else {
             let error = FileSystem.error("rename", flushingPath)
-            FileSystem.closeDescriptor(descriptor)
+            descriptor.close()
             unlink(temporary)
             throw error
         }
         guard rename(temporary, cachePath) == 0 else {
             let error = FileSystem.error("rename", cachePath)
             _ = rename(flushingPath, cachePath)  // back where the adds' file was
-            FileSystem.closeDescriptor(descriptor)
+            descriptor.close()
             unlink(temporary)
             throw error
         }
@@ -114,7 +114,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         }
         guard written else {
             // A partial record would end every later scan of the file: cut it off.
-            _ = ftruncate(fd, off_t(RecordFraming.headerSize + cacheBytes))
+            _ = ftruncate(fd.rawValue, off_t(RecordFraming.headerSize + cacheBytes))
             return .rejected(.internalSDKError)
         }
         let wasEmpty = cacheBytes == 0
@@ -133,7 +133,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                                        iov_len: header.count - headerDone)
                     vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: payload.baseAddress! + payloadDone),
                                        iov_len: payload.count - payloadDone)
-                    return writev(fd, vectors.baseAddress, 2)
+                    return writev(fd.rawValue, vectors.baseAddress, 2)
                 }
             }) else { return false }
             let fromHeader = min(written, header.count - headerDone)

@@ -17,11 +17,12 @@ enum BootSession {
         let id = String(cString: text)
         #else
         // A /proc file reports size 0: read what is there.
-        let fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        let raw = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
+        guard raw >= 0 else { return nil }
+        let fd = FileDescriptor(rawValue: raw)
+        defer { fd.close() }
         var bytes = [UInt8](repeating: 0, count: 64)
-        let count = read(fd, &bytes, bytes.count)
+        guard let count = try? SystemCall.retrying("read", "boot_id", { read(fd.rawValue, &bytes, bytes.count) }) else { return nil }
         guard count > 0, let text = String(validating: bytes[..<count], as: UTF8.self) else { return nil }
         let id = text.filter { !$0.isWhitespace }  // it ends with a newline
         #endif

@@ -25,7 +25,7 @@ struct CrashPlan {
 final class CrashRegistration: @unchecked Sendable {
     private static let live = Locked(0)
     private let slot: Int32
-    private let directoryFD: Int32
+    private let directoryFD: FileDescriptor
     private let memory: [UnsafeMutableRawPointer]
     private let regions: [RecordRegion]  // kept alive while the handler may read them
     private let registered = Locked(true)
@@ -45,7 +45,7 @@ final class CrashRegistration: @unchecked Sendable {
         }
 
         var target = tb_crash_target()
-        target.directory_fd = directoryFD
+        target.directory_fd = directoryFD.rawValue
         target.file_fds = (-1, -1)
         let region = { (index: Int) -> (UnsafeMutablePointer<UInt8>?, Int) in
             guard index < plan.regions.count else { return (nil, 0) }
@@ -82,7 +82,7 @@ final class CrashRegistration: @unchecked Sendable {
         }
         guard slot >= 0 else {
             memory.forEach { $0.deallocate() }
-            FileSystem.closeDescriptor(directoryFD)
+            directoryFD.close()
             if slot == -1 { throw TelemetryBufferError.crashHandlerUnavailable(reason: "all \(TB_CRASH_MAX_TARGETS) slots are taken") }
             throw TelemetryBufferError.crashHandlerUnavailable(reason: "sigaction failed: \(FileSystem.errnoText(-slot - 1))")
         }
@@ -117,6 +117,6 @@ final class CrashRegistration: @unchecked Sendable {
     deinit {
         unregister()
         memory.forEach { $0.deallocate() }
-        FileSystem.closeDescriptor(directoryFD)
+        directoryFD.close()
     }
 }
