@@ -67,132 +67,36 @@ public final class TelemetryBuffer: Sendable {
     ///   directory, a buffer folder already in use by another buffer, or a file that cannot be created
     ///   (a full disk fails here, never later).
     public init(options: Options) throws {
-        try options.validate()
-        tb_fork_guard_install()
-        let dsn = try DSN(options.dsn)
-        try FileSystem.makeDirectory(options.cacheDirectory)
-        directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
-        try FileSystem.makeDirectory(directory)
-        // A buffer on this DSN that was released without `close()` holds the folder until its final forward.
-        LiveBuffers.awaitReleases(of: directory.path)
-        let folder = try BufferFolder(path: directory.appendingPathComponent(BufferFolder.name).path)
-        self.folder = folder
-
+        let parts = try BufferAssembly(options)
         self.options = options
-        limits = RateLimits(clock: options.clock)
-        diagnostics = Diagnostics(handler: options.diagnosticHandler)
-        reports = ClientReportRecorder()
-        var defaults: Attributes = [
-            "sentry.sdk.name": .string(options.sdkName), "sentry.sdk.version": .string(options.sdkVersion),
-        ]
-        if let environment = options.environment { defaults["sentry.environment"] = .string(environment) }
-        if let release = options.release { defaults["sentry.release"] = .string(release) }
-        encoder = ItemEncoder(defaults: defaults)
-
-        let files: FileTransport?, outbox: any Outbox
-        if let custom = options.transport {
-            (files, outbox) = (nil, ForwardingOutbox(transport: custom))
-        } else {
-            let stored = try FileTransport(
-                directory: directory.appendingPathComponent("envelopes", isDirectory: true),
-                maxEnvelopes: options.maxCachedEnvelopes, maxAge: options.maxEnvelopeAge,
-                reports: reports, diagnostics: diagnostics)
-            (files, outbox) = (stored, stored)
-        }
-        self.files = files
-        let envelopes = EnvelopeEncoder(
-            dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
-            sampling: .init(publicKey: dsn.publicKey, sampleRate: options.tracesSampleRate,
-                            release: options.release, environment: options.environment,
-                            organizationID: dsn.organizationID))
-        let batcher = EnvelopeBatcher(
-            encoder: envelopes, reports: reports, diagnostics: diagnostics,
-            maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
-        let claimed = try Recovery.claim(folder: folder)
-        strategy = try Self.makeStrategy(options, folder: folder, batcher: batcher, outbox: outbox)
-        activeStrategy = strategy is FileStreamCache ? .fileStreamCache : options.strategy
+        directory = parts.directory
+        folder = parts.folder
+        limits = parts.limits
+        diagnostics = parts.diagnostics
+        reports = parts.reports
+        encoder = parts.encoder
+        files = parts.files
+        strategy = parts.strategy
+        activeStrategy = parts.strategy is FileStreamCache ? .fileStreamCache : options.strategy
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
-        if options.crashDetection, let plan = strategy.crashPlan {
-            crash = try CrashRegistration(plan, handleSIGTERM: options.handleSIGTERM)
-        } else {
-            crash = nil
-        }
+        crash = parts.crash
+        queue = parts.queue
+        scheduler = parts.scheduler
+        uploader = parts.uploader
 
-        queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
-        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
-        if options.upload, let files {
-            uploader = Uploader(
-                files: files, client: options.httpClient ?? URLSessionHTTPClient(timeout: options.uploadOptions.requestTimeout),
-                options: options.uploadOptions,
-                dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion, limits: limits, reports: reports,
-                diagnostics: diagnostics, clock: options.clock)
-        } else {
-            uploader = nil
-        }
         queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
         LiveBuffers.register(self)
         // Items are accepted from now on. Recovery comes first on the queue, so what earlier processes
         // left is published before anything of this one.
         recovering.enter()
-        queue.async { [recovering, recovered, diagnostics] in
-            // Before any forward of this process, which may leave publications recovery must date. If it
-            // fails, an older `boot` (or none) dates them: they are then trusted less, never more.
-            do { try folder.recordBoot() } catch { diagnostics.log(.error, "could not record the boot: \(error)") }
-            if claimed {
-                Self.recover(folder: folder, outbox: outbox, batcher: batcher, into: recovered, diagnostics: diagnostics)
-            } else {
-                folder.recoveryDone()
-            }
+        queue.async { [recovering, recovered] in
+            parts.recover(into: recovered)
             recovering.leave()
-            outbox.takeStaged(from: folder, diagnostics: diagnostics)
         }
         if let uploader {
             uploader.onStop { [weak self] in self?.serverStopped($0) }
             files?.onStore { [weak uploader] in uploader?.kick() }
             uploader.kick()
-        }
-    }
-
-    /// Background queue: runs start-up recovery. On failure the claimed files stay for the next start.
-    private static func recover(folder: BufferFolder, outbox: any Outbox, batcher: EnvelopeBatcher,
-                                into report: Locked<RecoveryReport>, diagnostics: Diagnostics) {
-        do {
-            let found = try Recovery.run(folder: folder, batcher: batcher) {
-                try folder.syncStaged()
-                try outbox.syncStored()
-            }
-            folder.recoveryDone()
-            report.withLock { $0 = found }
-            if found.items > 0 || found.envelopes > 0 {
-                diagnostics.log(.info, "recovered \(found.items) items (\(found.duplicates) duplicates skipped) into \(found.envelopes) envelopes")
-            }
-        } catch {
-            diagnostics.log(.error, "start-up recovery failed, the files stay for the next start: \(error)")
-        }
-    }
-
-    /// The strategy `options` ask for, where its files can be made. A file of another kind where one of
-    /// its files goes fails with `unusableCacheDirectory`, naming it.
-    private static func makeStrategy(_ options: Options, folder: BufferFolder, batcher: EnvelopeBatcher,
-                                     outbox: any Outbox) throws -> any BufferStrategy {
-        do {
-            switch options.strategy {
-            case .flushAll:
-                return FlushAll(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
-            case .fileStreamCache:
-                return try FileStreamCache(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
-            case .doubleRotatingBuffer:
-                do {
-                    return try DoubleRotatingBuffer(folder: folder, batcher: batcher, outbox: outbox,
-                                                    maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
-                } catch let error as MappedFile.WritesCanFault {
-                    // A full copy-on-write disk would raise SIGBUS in `add`; a write just fails.
-                    batcher.diagnostics.log(.warning, "\(error): using FileStreamCache instead of DoubleRotatingBuffer")
-                    return try FileStreamCache(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
-                }
-            }
-        } catch let foreign as FileSystem.ForeignFile {
-            throw TelemetryBufferError.unusableCacheDirectory(path: folder.path, reason: foreign.description)
         }
     }
 

@@ -1,0 +1,137 @@
+import CTelemetrySignals
+import Dispatch
+import Foundation
+
+/// The composition root: builds a buffer's collaborators from its options, in dependency order, so that
+/// `TelemetryBuffer` itself only holds them and runs the public API. Time comes from `options.clock`.
+struct BufferAssembly: Sendable {
+    let directory: URL
+    let folder: BufferFolder
+    let limits: RateLimits
+    let diagnostics: Diagnostics
+    let reports: ClientReportRecorder
+    let encoder: ItemEncoder
+    let files: FileTransport?
+    let outbox: any Outbox
+    let batcher: EnvelopeBatcher
+    let strategy: any BufferStrategy
+    let crash: CrashRegistration?
+    let queue: DispatchQueue
+    let scheduler: FlushScheduler
+    let uploader: Uploader?
+    /// Whether start-up claimed files of earlier processes (or found staged envelopes) for recovery.
+    let claimed: Bool
+
+    /// Validates `options`, creates and locks the DSN's folder, claims what earlier processes left and
+    /// creates the strategy, the crash registration, the queue, the scheduler and the uploader.
+    init(_ options: Options) throws {
+        try options.validate()
+        tb_fork_guard_install()
+        let dsn = try DSN(options.dsn)
+        try FileSystem.makeDirectory(options.cacheDirectory)
+        directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
+        try FileSystem.makeDirectory(directory)
+        // A buffer on this DSN that was released without `close()` holds the folder until its final forward.
+        LiveBuffers.awaitReleases(of: directory.path)
+        folder = try BufferFolder(path: directory.appendingPathComponent(BufferFolder.name).path)
+
+        limits = RateLimits(clock: options.clock)
+        diagnostics = Diagnostics(handler: options.diagnosticHandler)
+        reports = ClientReportRecorder()
+        var defaults: Attributes = [
+            "sentry.sdk.name": .string(options.sdkName), "sentry.sdk.version": .string(options.sdkVersion),
+        ]
+        if let environment = options.environment { defaults["sentry.environment"] = .string(environment) }
+        if let release = options.release { defaults["sentry.release"] = .string(release) }
+        encoder = ItemEncoder(defaults: defaults)
+
+        if let custom = options.transport {
+            (files, outbox) = (nil, ForwardingOutbox(transport: custom))
+        } else {
+            let stored = try FileTransport(
+                directory: directory.appendingPathComponent("envelopes", isDirectory: true),
+                maxEnvelopes: options.maxCachedEnvelopes, maxAge: options.maxEnvelopeAge,
+                reports: reports, diagnostics: diagnostics)
+            (files, outbox) = (stored, stored)
+        }
+        let envelopes = EnvelopeEncoder(
+            dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
+            sampling: .init(publicKey: dsn.publicKey, sampleRate: options.tracesSampleRate,
+                            release: options.release, environment: options.environment,
+                            organizationID: dsn.organizationID))
+        batcher = EnvelopeBatcher(
+            encoder: envelopes, reports: reports, diagnostics: diagnostics,
+            maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
+        claimed = try Recovery.claim(folder: folder)
+        strategy = try Self.makeStrategy(options, folder: folder, batcher: batcher, outbox: outbox)
+        if options.crashDetection, let plan = strategy.crashPlan {
+            crash = try CrashRegistration(plan, handleSIGTERM: options.handleSIGTERM)
+        } else {
+            crash = nil
+        }
+
+        queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
+        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
+        if options.upload, let files {
+            uploader = Uploader(
+                files: files, client: options.httpClient ?? URLSessionHTTPClient(timeout: options.uploadOptions.requestTimeout),
+                options: options.uploadOptions,
+                dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion, limits: limits, reports: reports,
+                diagnostics: diagnostics, clock: options.clock)
+        } else {
+            uploader = nil
+        }
+    }
+
+    /// Background queue, first task: dates this process's publications, then runs start-up recovery
+    /// (on failure the claimed files stay for the next start) and moves what it staged.
+    func recover(into report: Locked<RecoveryReport>) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        // Before any forward of this process, which may leave publications recovery must date. If it
+        // fails, an older `boot` (or none) dates them: they are then trusted less, never more.
+        do { try folder.recordBoot() } catch { diagnostics.log(.error, "could not record the boot: \(error)") }
+        if claimed {
+            do {
+                let found = try Recovery.run(folder: folder, batcher: batcher) {
+                    try folder.syncStaged()
+                    try outbox.syncStored()
+                }
+                folder.recoveryDone()
+                report.withLock { $0 = found }
+                if found.items > 0 || found.envelopes > 0 {
+                    diagnostics.log(.info, "recovered \(found.items) items (\(found.duplicates) duplicates skipped) into \(found.envelopes) envelopes")
+                }
+            } catch {
+                diagnostics.log(.error, "start-up recovery failed, the files stay for the next start: \(error)")
+            }
+        } else {
+            folder.recoveryDone()
+        }
+        outbox.takeStaged(from: folder, diagnostics: diagnostics)
+    }
+
+    /// The strategy `options` ask for, where its files can be made. A file of another kind where one of
+    /// its files goes fails with `unusableCacheDirectory`, naming it.
+    private static func makeStrategy(_ options: Options, folder: BufferFolder, batcher: EnvelopeBatcher,
+                                     outbox: any Outbox) throws -> any BufferStrategy {
+        do {
+            switch options.strategy {
+            case .flushAll:
+                return FlushAll(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
+            case .fileStreamCache:
+                return try FileStreamCache(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
+            case .doubleRotatingBuffer:
+                do {
+                    return try DoubleRotatingBuffer(folder: folder, batcher: batcher, outbox: outbox,
+                                                    maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
+                } catch let error as MappedFile.WritesCanFault {
+                    // A full copy-on-write disk would raise SIGBUS in `add`; a write just fails.
+                    batcher.diagnostics.log(.warning, "\(error): using FileStreamCache instead of DoubleRotatingBuffer")
+                    return try FileStreamCache(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
+                }
+            }
+        } catch let foreign as FileSystem.ForeignFile {
+            throw TelemetryBufferError.unusableCacheDirectory(path: folder.path, reason: foreign.description)
+        }
+    }
+}
