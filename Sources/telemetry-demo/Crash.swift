@@ -86,7 +86,7 @@ enum Crash {
     nonisolated(unsafe) private static var closedOnSIGTERM: [TelemetryBuffer] = []
 
     /// An app's SIGTERM handler, installed before the buffer's, that closes its buffers and exits: the
-    /// buffer's handler calls it with the buffer's halves claimed.
+    /// buffer's handler calls it with the buffer's regions claimed.
     private static func installClosingHandler() {
         _ = signal(SIGTERM) { _ in
             Crash.closedOnSIGTERM.forEach { $0.close() }

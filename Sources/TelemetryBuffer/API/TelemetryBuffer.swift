@@ -124,7 +124,7 @@ public final class TelemetryBuffer: Sendable {
     /// - Parameter log: The log, encoded to JSON once, here, on the calling thread.
     /// - Returns: `true` once the buffer holds the log; `false` if it was dropped (buffer full while the
     ///   previous batch is still being written, buffer closed, larger than `maxBatchBytes`, added in the
-    ///   child of a `fork()`, or, with FlushAll, while the crash handler holds the buffer's halves). Every
+    ///   child of a `fork()`, or, with FlushAll, while the crash handler holds the buffer's regions). Every
     ///   drop is counted for a client report.
     @discardableResult
     public func add(log: Log) -> Bool {

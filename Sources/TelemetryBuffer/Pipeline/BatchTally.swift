@@ -1,4 +1,4 @@
-/// What one batch holds (a half of `RotatingRegions`, or FileStreamCache's `cache` file), and the rules
+/// What one batch holds (a region of `RotatingRegions`, or FileStreamCache's `cache` file), and the rules
 /// every strategy shares: the per-category limits that end a batch, the logs spec's cap of 1000 queued
 /// logs, and the overflow rule for spans.
 ///

@@ -11,7 +11,7 @@ enum BufferFile: Hashable, Sendable {
     case streamFlushing
     /// `recovered`: what start-up recovery gathered, being published.
     case recovered
-    /// `detected-termination-N`: a half FlushAll's crash handler wrote out.
+    /// `detected-termination-N`: a region FlushAll's crash handler wrote out.
     case detectedTermination(Int)
     /// `envelope-N` (N < 2^32): an envelope staged under a publication marker.
     case stagedEnvelope(UInt64)

@@ -38,8 +38,8 @@ final class FlushAll: BufferStrategy {
             do {
                 guard try publishNext() else { break }
             } catch is CrashInProgress {
-                // The crash handler claimed the half. The process ends, and recovery publishes the half from
-                // the handler's file; or it survives the signal, the claim goes, and the half is published now.
+                // The crash handler claimed the region. The process ends, and recovery publishes the region from
+                // the handler's file; or it survives the signal, the claim goes, and the region is published now.
                 guard CrashRegistration.awaitSettled() else {
                     batcher.diagnostics.log(.warning, "a crash handler holds this buffer's items; its files keep them")
                     break
@@ -58,7 +58,7 @@ final class FlushAll: BufferStrategy {
         outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
     }
 
-    /// Publishes the pending half (or the active one, swapped); `false` when nothing is held.
+    /// Publishes the pending region (or the active one, swapped); `false` when nothing is held.
     private func publishNext() throws -> Bool {
         guard let batch = regions.beginForwarding() else { return false }
         let region = regions.region(batch.index)
