@@ -22,7 +22,10 @@ extension TelemetryBuffer {
         /// The envelope endpoint: `{scheme}://{host}[:{port}]{path}/api/{project_id}/envelope/`.
         public let envelopeEndpoint: URL
 
-        /// Parses a DSN, or throws `TelemetryBufferError.invalidDSN` saying which part is wrong.
+        /// Parses a DSN.
+        ///
+        /// - Parameter string: `{scheme}://{public key}[:{secret}]@{host}[:{port}]{path}/{project id}`.
+        /// - Throws: `TelemetryBufferError.invalidDSN` saying which part is wrong (the secret redacted).
         public init(_ string: String) throws {
             func fail(_ reason: String) -> TelemetryBufferError { .invalidDSN(Self.redacted(string), reason: reason) }
             guard !string.isEmpty else { throw fail("it is empty") }

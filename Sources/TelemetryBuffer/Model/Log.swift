@@ -36,6 +36,15 @@ extension TelemetryBuffer {
         public var attributes: Attributes
 
         /// A log; `timestamp` defaults to now and `severityNumber` to the level's.
+        ///
+        /// - Parameters:
+        ///   - level: How severe it is.
+        ///   - body: The message.
+        ///   - traceID: The trace it belongs to (every log has one in Sentry's protocol).
+        ///   - spanID: The span that was active, if any.
+        ///   - timestamp: When it happened.
+        ///   - severityNumber: The OpenTelemetry severity number, if not the level's.
+        ///   - attributes: Typed attributes, sent in this order after the buffer's defaults.
         public init(
             level: Level, body: String, traceID: TraceID, spanID: SpanID? = nil,
             timestamp: Date = Date(), severityNumber: Int? = nil, attributes: Attributes = [:]

@@ -50,6 +50,18 @@ extension TelemetryBuffer {
         public var links: [Link]
 
         /// A finished span.
+        ///
+        /// - Parameters:
+        ///   - traceID: The trace it belongs to.
+        ///   - spanID: Its own ID.
+        ///   - parentSpanID: The span it ran in, `nil` for a trace's root.
+        ///   - name: What it measured.
+        ///   - status: Whether it ended well.
+        ///   - isSegment: Whether it is the root of its service's part of the trace.
+        ///   - startTimestamp: When it started.
+        ///   - endTimestamp: When it ended.
+        ///   - attributes: Typed attributes, sent in this order after the buffer's defaults.
+        ///   - links: Links to spans of other traces.
         public init(
             traceID: TraceID, spanID: SpanID, parentSpanID: SpanID? = nil, name: String,
             status: Status = .ok, isSegment: Bool, startTimestamp: Date, endTimestamp: Date,

@@ -27,6 +27,13 @@ extension TelemetryBuffer {
 
         /// Opens (creating if needed) `directory`, removes expired envelopes and leftovers of interrupted
         /// writes, and keeps at most `maxEnvelopes`.
+        ///
+        /// - Parameters:
+        ///   - directory: The folder; created `0700` if missing.
+        ///   - maxEnvelopes: How many envelopes are kept; storing one more evicts the oldest.
+        ///   - maxAge: Seconds after which a stored envelope is removed when the folder is opened.
+        /// - Throws: `TelemetryBufferError` for a folder that cannot be created or opened, or
+        ///   `invalidOption` for `maxEnvelopes` below 1.
         public convenience init(directory: URL, maxEnvelopes: Int = 30, maxAge: TimeInterval = 7 * 24 * 3600) throws {
             try self.init(directory: directory, maxEnvelopes: maxEnvelopes, maxAge: maxAge, reports: nil,
                           diagnostics: Diagnostics(handler: nil))
@@ -67,6 +74,9 @@ extension TelemetryBuffer {
         deinit { directoryFD.close() }
 
         /// Writes the envelope durably, then evicts the oldest envelopes beyond the limit.
+        ///
+        /// - Parameter envelope: The envelope, stored as its bytes.
+        /// - Throws: `TelemetryBufferError.fileSystem` if it could not be written and synced.
         public func send(_ envelope: Envelope) throws {
             try state.withLock { state in
                 let name = Self.name(now: Date(), counter: state.counter)

@@ -26,6 +26,10 @@ extension TelemetryBuffer {
         public var headers: [String: String]
 
         /// A response.
+        ///
+        /// - Parameters:
+        ///   - status: The HTTP status code.
+        ///   - headers: The response headers; names are matched without regard to case.
         public init(status: Int, headers: [String: String]) {
             self.status = status
             self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
@@ -37,7 +41,12 @@ extension TelemetryBuffer {
     /// Sends the uploader's requests. Plug in your own to use another HTTP stack; the default uses URLSession.
     public protocol HTTPClient: Sendable {
         /// Sends `request` and calls `completion` once, with the response, or with an error for a network
-        /// failure (timeout, DNS, refused or reset connection) — the uploader retries those.
+        /// failure (timeout, DNS, refused or reset connection) — the uploader retries those. See
+        /// <doc:ImplementingATransport> for the implementation requirements.
+        ///
+        /// - Parameters:
+        ///   - request: A POST of one envelope: URL, headers and body.
+        ///   - completion: Called exactly once, from any thread.
         func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void)
     }
 }
