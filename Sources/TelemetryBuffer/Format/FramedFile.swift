@@ -1,4 +1,5 @@
 import Foundation
+
 /// A buffer file read back whole: a crash-safe list, an IO cache, a stream cache, a recovered file or a
 /// detected-termination file. All share `RecordFraming`.
 struct FramedFile {

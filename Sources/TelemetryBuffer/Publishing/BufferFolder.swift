@@ -1,4 +1,5 @@
 import Foundation
+
 /// The `telemetry-buffer/` folder of one DSN: the buffer files of every strategy, the staged
 /// `envelope-x` files, and the lock that keeps a second buffer out.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+
 /// A background file copy of a crash-safe list, for power loss: the mapped list already survives the
 /// death of the process, but only `fdatasync`ed bytes survive the machine's.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+
 /// Thin, honest wrappers of the POSIX calls the storage layer makes; failures become
 /// `TelemetryBufferError.fileSystem` with the errno and the path.
 enum FileSystem {

@@ -1,4 +1,5 @@
 import Foundation
+
 /// The FileStreamCache strategy (option 2 of the mobile spec): every `add` appends its framed record to
 /// the file `cache` with one `writev` **on the calling thread**.
 ///

@@ -1,5 +1,6 @@
 import CTelemetrySignals
 import Foundation
+
 /// Named steps of publishing and recovery where the kill and crash tests stop a process, or make a step fail.
 ///
 /// In debug builds only (`TELEMETRY_BUFFER_FAILPOINTS`, see Package.swift),
