@@ -83,8 +83,8 @@ struct BufferAssembly: Sendable {
         }
     }
 
-    /// Background queue, first task: dates this process's publications, then runs start-up recovery
-    /// (on failure the claimed files stay for the next start) and moves what it staged.
+    /// Background queue, first task: dates this process's publications, then runs start-up recovery (on
+    /// failure the claimed files stay for the next start). The caller then moves what it staged.
     func recover(into report: Locked<RecoveryReport>) {
         dispatchPrecondition(condition: .onQueue(queue))
         // Before any forward of this process, which may leave publications recovery must date. If it
@@ -107,7 +107,6 @@ struct BufferAssembly: Sendable {
         } else {
             folder.recoveryDone()
         }
-        outbox.takeStaged(from: folder, diagnostics: diagnostics)
     }
 
     /// The strategy `options` ask for, where its files can be made. A file of another kind where one of

@@ -67,7 +67,8 @@ extension TelemetryBuffer {
         /// The HTTP client of the uploader; `nil` uses URLSession.
         public var httpClient: (any HTTPClient)?
         /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`,
-        /// which the uploader drains. Another transport takes envelopes as they are made, and no uploader runs.
+        /// which the uploader drains. A transport set here (a `FileTransport` of your own included) takes
+        /// envelopes as they are made, and no uploader runs.
         public var transport: (any Transport)?
         /// Receives the buffer's own diagnostics (drops, I/O failures), asynchronously and in order, on a serial
         /// queue of the library's own (one for every buffer of the process): it may call any method of any

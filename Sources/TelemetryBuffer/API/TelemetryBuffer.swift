@@ -91,7 +91,9 @@ public final class TelemetryBuffer: Sendable {
         recovering.enter()
         queue.async { [recovering, recovered] in
             parts.recover(into: recovered)
+            // Before the hand-over: a transport's `send` may read `recovery`.
             recovering.leave()
+            parts.outbox.takeStaged(from: parts.folder, diagnostics: parts.diagnostics)
         }
         if let uploader {
             uploader.onStop { [weak self] in self?.serverStopped($0) }

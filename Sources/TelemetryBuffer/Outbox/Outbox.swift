@@ -37,8 +37,17 @@ struct ForwardingOutbox: Outbox {
 
     func adopt(_ paths: [String]) throws {
         for path in paths {
-            guard let bytes = try FileSystem.readFile(path, prefix: 0, limit: FileSystem.maxEnvelopeBytes, length: { _ in .max })
-            else { continue }
+            let bytes: [UInt8]
+            do {
+                // Recovery can stage one envelope per trace from up to a `recovered` file's worth of spans:
+                // bounded by that, not by an upload's 2 MiB.
+                guard let read = try FileSystem.readFile(path, prefix: 0, limit: FileSystem.maxFramedFileBytes + FileSystem.maxEnvelopeBytes,
+                                                         length: { _ in .max })
+                else { continue }
+                bytes = read
+            } catch is FileSystem.TooLarge {
+                continue  // larger than any the buffer stages: not its own, left alone
+            }
             try transport.send(Envelope(bytes: bytes))
             guard unlink(path) == 0 || errno == ENOENT else { throw FileSystem.error("unlink", path) }
         }

@@ -11,7 +11,7 @@ final class FlushScheduler: @unchecked Sendable {
     private let interval: TimeInterval
     private let clock: any Clock
     private let strategy: any BufferStrategy
-    /// Armed from `init` to `close()` with a deadline a year away, never fired: libdispatch sets up its
+    /// Armed from `init` to `close()`, firing (with no handler) once a year: libdispatch sets up its
     /// event loop (epoll, eventfd, and on Linux a timerfd) when a timer is first armed and keeps it while
     /// one is. Set up lazily at the first forward, it trapped the process when no descriptor was left.
     private let eventLoopKeeper: DispatchSourceTimer
@@ -32,7 +32,7 @@ final class FlushScheduler: @unchecked Sendable {
         self.strategy = strategy
         eventLoopKeeper = DispatchSource.makeTimerSource(queue: queue)
         eventLoopKeeper.resume()
-        eventLoopKeeper.schedule(deadline: .now() + .seconds(365 * 86_400))
+        eventLoopKeeper.schedule(deadline: .now() + .seconds(365 * 86_400), repeating: .seconds(365 * 86_400))
         wake = DispatchSource.makeUserDataOrSource(queue: queue)
         wake.setEventHandler { [weak self] in self?.woken() }
         wake.resume()

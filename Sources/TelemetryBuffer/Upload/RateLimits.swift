@@ -49,7 +49,11 @@ final class RateLimits: @unchecked Sendable {
     @inline(__always)
     func refusal(for category: Category) -> DiscardReason? {
         if tb_load_acquire_u64(refused) != 0 { return .sendError }
-        return allows(category, now: clock.now) ? nil : .ratelimitBackoff
+        let own = tb_load_acquire_u64(deadlines + category.rawValue)
+        let all = tb_load_acquire_u64(deadlines + Category.all.rawValue)
+        guard own != 0 || all != 0 else { return nil }  // the clock only while a limit is set
+        let micros = Self.micros(clock.now())
+        return own <= micros && all <= micros ? nil : .ratelimitBackoff
     }
 
     /// The server refused the DSN for good: every later item is refused.

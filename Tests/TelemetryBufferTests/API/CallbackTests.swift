@@ -59,6 +59,41 @@ final class CallbackTests: XCTestCase {
         XCTAssertEqual(closed.wait(timeout: .now() + 20), .success, "close() waited for a request that never ends")
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept"], "not acknowledged: still on disk")
     }
+
+    /// A custom transport's `send` that reads `recovery` while the start hands it what an earlier buffer
+    /// staged: recovery is done by then (it waited for the hand-over, and a `send` on the queue that waited
+    /// for it would never return).
+    func testATransportMayReadRecoveryWhileTakingRecoveredEnvelopes() throws {
+        struct Refusing: Transport {
+            func send(_ envelope: Envelope) throws { throw POSIXError(.EIO) }
+        }
+        let first = try TelemetryBuffer(options: testOptions(directory) { $0.transport = Refusing() })
+        first.add(log: .test("staged, never taken"))
+        first.close()
+
+        final class Reading: Transport, @unchecked Sendable {
+            let buffer = Locked<TelemetryBuffer?>(nil)
+            let known = DispatchSemaphore(value: 0)
+            let readable = Locked<[Bool]>([])
+            func send(_ envelope: Envelope) throws {
+                // The start's hand-over runs before `init` returns the buffer this reads.
+                if buffer.withLock({ $0 }) == nil { _ = known.wait(timeout: .now() + 5) }
+                let done = DispatchSemaphore(value: 0)
+                DispatchQueue.global().async { [buffer] in
+                    _ = buffer.withLock { $0 }?.recovery
+                    done.signal()
+                }
+                readable.withLock { $0.append(done.wait(timeout: .now() + 5) == .success) }
+            }
+        }
+        let transport = Reading()
+        let second = try TelemetryBuffer(options: testOptions(directory) { $0.transport = transport })
+        transport.buffer.withLock { $0 = second }
+        transport.known.signal()
+        second.flush()
+        XCTAssertEqual(transport.readable.withLock { $0 }, [true], "one recovered envelope; recovery readable while it was taken")
+        second.close()
+    }
 }
 
 /// An HTTP client whose requests never complete.
