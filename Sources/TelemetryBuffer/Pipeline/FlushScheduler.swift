@@ -47,6 +47,7 @@ final class FlushScheduler: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return }
         let reasons = wake.data
+        if reasons & Self.startTimer != 0 { strategy.batchStarted() }
         if reasons & Self.forwardNow != 0 {
             strategy.forward(everything: false)
             settle()

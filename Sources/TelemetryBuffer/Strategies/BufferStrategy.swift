@@ -24,6 +24,9 @@ enum AppendOutcome: Equatable {
 protocol BufferStrategy: AnyObject, Sendable {
     /// Takes a copy of the item, or rejects it. Calling thread; no I/O, no allocation.
     func append(_ item: EncodedItem) -> AppendOutcome
+    /// A batch has begun (its first item was accepted). Background queue, soon after that `add`: work to
+    /// start per batch is started here, so that `add` wakes one queue, not two.
+    func batchStarted()
     /// Publishes held items as envelopes and returns once the transport has them: everything held when
     /// it began (`everything`), or only the batch that reached a limit. Background queue.
     func forward(everything: Bool)
@@ -36,4 +39,8 @@ protocol BufferStrategy: AnyObject, Sendable {
     /// What the crash handler does for this strategy; `nil` when every item is already in a file when
     /// `add` returns and nothing is left to do.
     var crashPlan: CrashPlan? { get }
+}
+
+extension BufferStrategy {
+    func batchStarted() {}
 }

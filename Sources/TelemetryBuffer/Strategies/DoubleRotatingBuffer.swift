@@ -54,7 +54,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// staging the list again would publish its items twice. Background queue only.
     private var unretired: (index: Int, published: Published)?
     private let ioTimer: DispatchSourceTimer
-    /// Wakes `io` from `add` (first item of a batch) without allocating.
+    /// Wakes `io` for a new batch, from the background queue (`batchStarted`), so `add` wakes one queue.
     private let ioWake: DispatchSourceUserDataOr
     private let ioInterval: DispatchTimeInterval
     /// Touched only on `io`.
@@ -90,11 +90,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         ioWake.cancel()
     }
 
-    func append(_ item: EncodedItem) -> AppendOutcome {
-        let outcome = regions.append(item)
-        if case .accepted(startTimer: true, _) = outcome { ioWake.or(data: 1) }
-        return outcome
-    }
+    func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }
+
+    /// Starts the IO cache's copying for the batch (from the background queue, not from `add`).
+    func batchStarted() { ioWake.or(data: 1) }
 
     /// IO queue: starts copying the active list every `ioSyncInterval`.
     private func armMirror() {
