@@ -1,12 +1,4 @@
-// The one file that names the C library: everywhere else, `import Foundation` brings it (Foundation
-// re-exports Darwin, Glibc or Musl).
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
+import Foundation
 
 /// System calls made the one way the library makes them: retried while interrupted by a signal (`EINTR`),
 /// and on failure the `errno` read first, before anything else can change it.
@@ -24,42 +16,3 @@ enum SystemCall {
         }
     }
 }
-
-/// An open descriptor of one of the buffer's files or folders: a type of its own, so that it is never
-/// confused with a count, a flag or an errno, with the few calls made on every descriptor as methods.
-/// Other calls take `rawValue`.
-struct FileDescriptor: RawRepresentable, Hashable, Sendable {
-    let rawValue: Int32
-
-    init(rawValue: Int32) { self.rawValue = rawValue }
-
-    /// The working directory, for `openat`-style calls given a path.
-    static let currentDirectory = FileDescriptor(rawValue: AT_FDCWD)
-
-    /// Closes the descriptor (errors are not actionable: the descriptor is gone either way).
-    func close() { _ = closeDescriptor(rawValue) }
-
-    /// Makes the file's data, or a folder's entries, durable: `fsync`, except on Apple platforms, where
-    /// `fsync` only hands the data to the drive (which may keep it in its cache) and `fcntl(F_FULLFSYNC)`
-    /// is the flush to stable storage (with `fsync` where the file system does not support it).
-    /// Returns 0, or -1 with `errno` set.
-    func durableSync() -> Int32 {
-        #if canImport(Darwin)
-        if fcntl(rawValue, F_FULLFSYNC) == 0 { return 0 }
-        #endif
-        return fsync(rawValue)
-    }
-
-    /// Makes the file's data durable, not necessarily its times: `fdatasync` (one journal write less),
-    /// except on Apple platforms, which have no `fdatasync`: `durableSync()` there.
-    func dataSync() -> Int32 {
-        #if canImport(Darwin)
-        return durableSync()
-        #else
-        return fdatasync(rawValue)
-        #endif
-    }
-}
-
-/// `close(2)`, out of reach of the `close()` methods of the types that call it.
-private func closeDescriptor(_ fd: Int32) -> Int32 { close(fd) }
