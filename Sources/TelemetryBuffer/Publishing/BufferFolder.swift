@@ -173,7 +173,12 @@ final class BufferFolder: @unchecked Sendable {
     /// process's, and none once the folder is released (they are then the next buffer's to move).
     func stagedPaths() throws -> [String] {
         guard !isReleased else { return [] }
-        return try stagedEnvelopes().filter { beforeRecovery?.own.contains($0.index) ?? true }.map { path + "/" + $0.name }
+        let staged = try stagedEnvelopes()
+        // Called between publications, with nothing reserved and not yet staged: what is no longer staged
+        // was moved or removed, so the set stays as small as what waits (a recovery that failed would
+        // otherwise let it grow with every forward).
+        beforeRecovery?.own.formIntersection(staged.map(\.index))
+        return staged.filter { beforeRecovery?.own.contains($0.index) ?? true }.map { path + "/" + $0.name }
     }
 
     func writeAtomically(_ bytes: [UInt8], name: String) throws {

@@ -37,8 +37,6 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
 
     deinit { fd.close() }
 
-    private var cachePath: String { folder.path + "/" + BufferFile.streamCache.name }
-
     /// Creates a fresh stream file at `path` with its header and returns its descriptor.
     private static func createCache(at path: String) throws -> FileDescriptor {
         let descriptor = try FileSystem.openFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)
@@ -70,23 +68,22 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     /// cannot be (no descriptor left, a full disk), nothing is renamed and the adds keep going into the
     /// file named `cache`, never into one renamed under them.
     private func rotate() throws {
-        // The names are a later buffer's once the folder is released.
-        guard !folder.isReleased else { throw TelemetryBufferError.folderInUse(path: folder.path) }
-        let flushingPath = folder.path + "/" + BufferFile.streamFlushing.name
-        let temporary = folder.path + "/." + BufferFile.streamCache.name + ".tmp"
-        try Failpoint.streamCacheFails.failIfArmed("open", temporary)
-        let descriptor = try Self.createCache(at: temporary)
-        guard rename(cachePath, flushingPath) == 0 else {
-            let error = FileSystem.error("rename", flushingPath)
+        // Through the folder, which refuses once released: the names are a later buffer's then.
+        let cache = BufferFile.streamCache.name, flushing = BufferFile.streamFlushing.name
+        let temporary = "." + cache + ".tmp"
+        try Failpoint.streamCacheFails.failIfArmed("open", folder.path + "/" + temporary)
+        let descriptor = try Self.createCache(at: folder.path + "/" + temporary)
+        do {
+            try folder.rename(cache, to: flushing)
+            do {
+                try folder.rename(temporary, to: cache)
+            } catch {
+                try? folder.rename(flushing, to: cache)  // back where the adds' file was
+                throw error
+            }
+        } catch {
             descriptor.close()
-            unlink(temporary)
-            throw error
-        }
-        guard rename(temporary, cachePath) == 0 else {
-            let error = FileSystem.error("rename", cachePath)
-            _ = rename(flushingPath, cachePath)  // back where the adds' file was
-            descriptor.close()
-            unlink(temporary)
+            folder.remove(temporary)
             throw error
         }
         pending = true
