@@ -52,6 +52,14 @@ static inline void tb_appending_begin(uintptr_t *word) { __atomic_store_n(word, 
 /// Marks the append done.
 static inline void tb_appending_end(uintptr_t *word) { __atomic_store_n(word, 0, __ATOMIC_SEQ_CST); }
 
+/// Adds `bits` to a doorbell's pending reasons; returns the reasons pending before (0: ring the bell).
+static inline uintptr_t tb_doorbell_add(uintptr_t *word, uintptr_t bits) {
+    return __atomic_fetch_or(word, bits, __ATOMIC_ACQ_REL);
+}
+
+/// Takes a doorbell's pending reasons, leaving none.
+static inline uintptr_t tb_doorbell_take(uintptr_t *word) { return __atomic_exchange_n(word, 0, __ATOMIC_ACQ_REL); }
+
 /// Set in the child of a `fork()` (without `exec`) of a process that created a buffer: the child shares
 /// the parent's mapped lists and folder, so its buffers accept nothing and its crash handler writes nothing.
 extern int tb_forked_child;

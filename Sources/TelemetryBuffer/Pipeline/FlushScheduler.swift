@@ -15,9 +15,10 @@ final class FlushScheduler: @unchecked Sendable {
     /// event loop (epoll, eventfd, and on Linux a timerfd) when a timer is first armed and keeps it while
     /// one is. Set up lazily at the first forward, it trapped the process when no descriptor was left.
     private let eventLoopKeeper: DispatchSourceTimer
-    /// Wakes the queue from `add` without allocating: bits are OR-ed into the source, and one event
-    /// handler run sees them all.
+    /// Wakes the queue: bits are OR-ed into the source, and one event handler run sees them all.
     private let wake: DispatchSourceUserDataOr
+    /// How `add` reaches `wake`: at most one syscall on the adding thread (see `Doorbell`).
+    private let doorbell: Doorbell
     private static let startTimer: UInt = 1, forwardNow: UInt = 2
     /// Whether a timer is armed, and which: one armed earlier and stopped since does nothing when it fires.
     private var armed: Int?
@@ -33,14 +34,19 @@ final class FlushScheduler: @unchecked Sendable {
         eventLoopKeeper = DispatchSource.makeTimerSource(queue: queue)
         eventLoopKeeper.resume()
         eventLoopKeeper.schedule(deadline: .now() + .seconds(365 * 86_400), repeating: .seconds(365 * 86_400))
-        wake = DispatchSource.makeUserDataOrSource(queue: queue)
+        let wake = DispatchSource.makeUserDataOrSource(queue: queue)
+        // `or` may be called from any thread (libdispatch's contract); the type is not marked Sendable.
+        nonisolated(unsafe) let source = wake
+        doorbell = Doorbell(name: "io.telemetrybuffer.doorbell") { source.or(data: $0) }
+        self.wake = wake
         wake.setEventHandler { [weak self] in self?.woken() }
         wake.resume()
     }
 
-    /// Called from `add` for the first item of a batch or at a limit: an atomic OR, no allocation.
+    /// Called from `add` for the first item of a batch or at a limit: an atomic OR, and a semaphore signal
+    /// if no wake-up was pending. No allocation.
     func notify(startTimer: Bool, forwardNow: Bool) {
-        wake.or(data: (startTimer ? Self.startTimer : 0) | (forwardNow ? Self.forwardNow : 0))
+        doorbell.ring((startTimer ? Self.startTimer : 0) | (forwardNow ? Self.forwardNow : 0))
     }
 
     private func woken() {
@@ -78,6 +84,7 @@ final class FlushScheduler: @unchecked Sendable {
     }
 
     func cancel() {
+        doorbell.end()
         eventLoopKeeper.cancel()
         wake.cancel()
     }
