@@ -222,7 +222,7 @@ final class HostileFolderTests: XCTestCase {
                     for _ in 0..<Int.random(in: 0...2, using: &generator) {
                         damages.append("\(name): \(Self.damage(&bytes, using: &generator))")
                     }
-                    FileManager.default.createFile(atPath: buffers.appendingPathComponent(name).path, contents: Data(bytes))
+                    XCTAssertTrue(FileManager.default.createFile(atPath: buffers.appendingPathComponent(name).path, contents: Data(bytes)))
                 }
                 var options = Options(dsn: demoDefaultDSN)
                 options.cacheDirectory = cache
