@@ -22,5 +22,12 @@ let package = Package(
             path: "Benchmarks/TelemetryBufferBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
         ),
+        // Per-call tails under sustained load, resident memory and threads that add throughout: figures the
+        // harness cannot give (p99.9, a process per scenario).
+        .executableTarget(
+            name: "LoadDriver",
+            dependencies: [.product(name: "TelemetryBuffer", package: "TelemetryBuffer")],
+            path: "LoadDriver"
+        ),
     ]
 )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every benchmark once (release build) and prints the budget table, every ratio from that one run.
+# Runs every benchmark once (release build) and prints the budget table, every ratio from that one run,
+# then the load driver's figures.
 # Extra arguments go to the benchmark command. The full output is kept in .build/benchmark-run.md.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -7,3 +8,17 @@ cd "$(dirname "$0")"
 mkdir -p .build  # a fresh clone has none before the first build
 swift package --disable-sandbox benchmark --no-progress --format markdown "$@" > .build/benchmark-run.md
 python3 ratios.py < .build/benchmark-run.md
+
+# What the harness cannot show, each scenario in a process of its own (see LoadDriver/main.swift): the
+# per-call tail at a sustained 50,000 logs/s at the default limits, wake-ups and forwards included; the
+# resident memory one buffer adds; threads adding at once (and the floor: a buffer per thread); and the
+# most the forwards sustain at the default limits.
+swift build -c release --product LoadDriver > /dev/null
+driver=.build/release/LoadDriver
+adds=100000; rounds=300; seconds=2
+if [ -n "${BENCHMARK_SMOKE:-}" ]; then adds=1000; rounds=3; seconds=0.1; fi
+echo
+for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" rate "$strategy" 50000 "$adds"; done
+for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" memory "$strategy"; done
+for threads in 1 2; do "$driver" threads "$threads" "$rounds"; SEPARATE=1 "$driver" threads "$threads" "$rounds" | sed 's/^/floor, a buffer per thread: /'; done
+for threads in 1 2; do "$driver" saturate "$threads" "$seconds"; done

@@ -205,18 +205,7 @@ let benchmarks: @Sendable () -> Void = {
         SteadyAdder(setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("add-span")))
     }
 
-    // 3. Two threads adding at once: 2 × 49 adds per iteration.
-    Benchmark("two threads add(log:) doubleRotatingBuffer",
-              configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .one).tolerating()) { benchmark, buffer in
-        buffer.flush()
-        benchmark.startMeasurement()
-        DispatchQueue.concurrentPerform(iterations: 2) { _ in
-            for _ in 0..<49 { blackHole(buffer.add(log: typicalLog)) }
-        }
-        benchmark.stopMeasurement()
-    } setup: {
-        setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("two-threads"))
-    }
+    // 3. Two threads adding at once: LoadDriver's `threads` (threads that add for the whole measurement).
 
     // 4. The background cost of a flush: a list of ~1 MiB of spans to a published envelope. Wall time, and
     // the CPU time of the thread that runs it (`flush` runs the forward on the calling thread), which

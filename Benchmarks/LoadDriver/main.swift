@@ -1,0 +1,259 @@
+import Foundation
+import TelemetryBuffer
+
+// What package-benchmark's harness cannot show: the tail of `add` under sustained load at the default
+// limits (every wake-up and forward included, p99.9 too), the resident memory one buffer adds, and
+// threads that add for the whole measurement. Each run is a process of its own, so what one scenario
+// loaded or touched is not in the next one's figures. `ratios.sh` runs every scenario.
+//
+//   LoadDriver rate <strategy> <logs per second> <adds>    per-call times at a paced rate
+//   LoadDriver memory <strategy>                           resident set before and after
+//   LoadDriver threads <threads> <rounds>                  adds per second in all, threads adding at once
+//   LoadDriver saturate <threads> <seconds>                as fast as possible, at the default limits
+
+/// The typical log of the benchmarks: an 80-character body with a quote, five attributes.
+let typicalLog = Log(
+    level: .info, body: #"Checkout "express" finished for order 7341 after 3 retries; cart had 12 items."#,
+    traceID: TraceID(high: 0x4F2B_8E1C_9A7D_43E6, low: 0xB0C5_D1E2_F3A4_B5C6), spanID: SpanID(0x9C1D_2E3F_4A5B_6C7D),
+    timestamp: Date(timeIntervalSince1970: 1_767_261_600.125),
+    attributes: ["http.route": "/checkout", "http.status_code": 200, "duration.ms": 412.75, "cache.hit": true, "user.tier": "gold"])
+
+/// Monotonic nanoseconds.
+@inline(__always)
+func now() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
+
+/// A buffer with the library's defaults (limits, intervals), in a fresh folder, uploads off.
+func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuffer {
+    let folder = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
+        .appendingPathComponent("tb-load-\(getpid())\(name)")
+    var options = Options(dsn: "https://key@o1.ingest.example.com/1")
+    options.cacheDirectory = folder
+    options.strategy = strategy
+    options.upload = false
+    options.maxCachedEnvelopes = 1_000_000
+    return try! TelemetryBuffer(options: options)
+}
+
+/// The resident set, in KiB, from /proc/self/status: total, anonymous, file-backed, shared memory.
+func residentKiB() -> (total: Int, anon: Int, file: Int, shmem: Int) {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return (0, 0, 0, 0) }
+    func field(_ name: String) -> Int {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
+    }
+    return (field("VmRSS"), field("RssAnon"), field("RssFile"), field("RssShmem"))
+}
+
+func percentile(_ sorted: [UInt32], _ fraction: Double) -> UInt32 {
+    sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.down)))]
+}
+
+func strategy(_ name: String) -> Options.Strategy {
+    guard let strategy = Options.Strategy(rawValue: name) else { fatalError("no strategy \(name)") }
+    return strategy
+}
+
+/// Adds `count` logs at `rate` per second (each started at its deadline, busy-waiting in between), timing
+/// every call; prints the percentiles and the refusals (a forward that cannot keep up shows as refusals).
+func rate(_ strategy: Options.Strategy, perSecond rate: Double, count: Int) {
+    let buffer = makeBuffer(strategy)
+    _ = buffer.recovery
+    var times = [UInt32](repeating: 0, count: count)
+    var refused = 0
+    let spacing = UInt64(1e9 / rate)
+    let start = now()
+    for index in 0..<count {
+        let deadline = start + UInt64(index) * spacing
+        while now() < deadline {}
+        let before = now()
+        let accepted = buffer.add(log: typicalLog)
+        times[index] = UInt32(clamping: now() - before)
+        if !accepted { refused += 1 }
+    }
+    let elapsed = Double(now() - start) / 1e9
+    buffer.close()
+    times.sort()
+    let micro = { (value: UInt32) in String(format: "%.2f", Double(value) / 1000) }
+    print("rate \(strategy.rawValue) \(rate)/s adds \(count) in \(String(format: "%.2f", elapsed)) s: " +
+          "p50 \(micro(percentile(times, 0.5))) µs, p90 \(micro(percentile(times, 0.9))) µs, " +
+          "p99 \(micro(percentile(times, 0.99))) µs, p99.9 \(micro(percentile(times, 0.999))) µs, " +
+          "max \(micro(times.last ?? 0)) µs, over 2 µs \(times.count - (times.firstIndex { $0 > 2000 } ?? times.count)), refused \(refused)")
+}
+
+/// Resident set before creating a buffer, after, after 100,000 adds at 50,000 per second, and after a
+/// flush.
+func memory(_ strategy: Options.Strategy) {
+    // What every Swift program touches anyway (the runtime, Foundation's start, this function's strings).
+    _ = residentKiB()
+    let before = residentKiB()
+    let buffer = makeBuffer(strategy)
+    _ = buffer.recovery
+    let created = residentKiB()
+    let start = now()
+    for index in 0..<100_000 {
+        while now() < start + UInt64(index) * 20_000 {}
+        buffer.add(log: typicalLog)
+    }
+    let added = residentKiB()
+    buffer.flush()
+    let flushed = residentKiB()
+    func line(_ label: String, _ value: (total: Int, anon: Int, file: Int, shmem: Int)) -> String {
+        "\(label) \(value.total) KiB (anon \(value.anon), file \(value.file), shmem \(value.shmem)), " +
+        "+\(value.total - before.total) KiB"
+    }
+    print("memory \(strategy.rawValue): before \(before.total) KiB (anon \(before.anon), file \(before.file)); " +
+          line("created", created) + "; " + line("100,000 adds", added) + "; " + line("flushed", flushed))
+    withExtendedLifetime(buffer) {}
+}
+
+/// The typical span of the benchmarks, built anew.
+func makeSpan() -> Span {
+    Span(traceID: typicalLog.traceID, spanID: SpanID(0x0A1B_2C3D_4E5F_6A7B), parentSpanID: SpanID(0x9C1D_2E3F_4A5B_6C7D),
+         name: "GET /cart", status: .ok, isSegment: false,
+         startTimestamp: Date(timeIntervalSince1970: 1_767_261_599.9), endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.35),
+         attributes: ["sentry.op": "http.client", "http.response.status_code": 200, "server.address": "api.example.com"])
+}
+let typicalSpan = makeSpan()
+
+/// `threads` threads, alive for the whole run, add 960 spans per round between them, all starting together
+/// (after a spin barrier): a batch holds 1,000 and its first span is added before the round, so no forward
+/// or wake-up runs while they add. A round's time runs from the first thread's start to the last one's
+/// end; the batch is flushed between rounds. Prints the median rate in all and the time per add in each
+/// thread. With SEPARATE=1 each thread adds to a buffer of its own: the machine's floor for the scaling.
+func threads(_ count: Int, rounds: Int) {
+    let separate = ProcessInfo.processInfo.environment["SEPARATE"] != nil
+    /// Where the threads meet before each round (so that a late wake-up is not counted as adding time)
+    /// and leave their start and end times.
+    final class Round: @unchecked Sendable {
+        let lock = NSLock()
+        var arrived = 0
+        var starts: [UInt64] = []
+        var ends: [UInt64] = []
+    }
+    let shared = makeBuffer(.doubleRotatingBuffer)
+    let buffers = (0..<count).map { separate ? makeBuffer(.doubleRotatingBuffer, name: "-\($0)") : shared }
+    let perThread = 960 / count
+    let round = Round()
+    let starts = (0..<count).map { _ in DispatchSemaphore(value: 0) }
+    let done = DispatchGroup()
+    for thread in 0..<count {
+        Thread {
+            // A span of the thread's own, as an app's threads build theirs: one shared by both threads would
+            // have them contend on its reference counts.
+            let span = makeSpan()
+            let target = buffers[thread]
+            while true {
+                starts[thread].wait()
+                round.lock.withLock { round.arrived += 1 }
+                while round.lock.withLock({ round.arrived }) < count {}
+                let start = now()
+                for _ in 0..<perThread { target.add(span: span) }
+                let end = now()
+                round.lock.withLock {
+                    round.starts.append(start)
+                    round.ends.append(end)
+                }
+                done.leave()
+            }
+        }.start()
+    }
+    var rates: [Double] = [], perAdd: [Double] = [], skew: [Double] = []
+    for _ in 0..<rounds {
+        // The batch's first add wakes the background queue, which then starts the IO cache: done before the
+        // round, so those threads do not take the cores from the adding ones.
+        for buffer in separate ? buffers : [shared] {
+            buffer.flush()
+            buffer.add(span: typicalSpan)
+        }
+        usleep(2000)
+        round.lock.withLock { (round.arrived, round.starts, round.ends) = (0, [], []) }
+        for _ in 0..<count { done.enter() }
+        for start in starts { start.signal() }
+        done.wait()
+        let elapsed = round.lock.withLock { round.ends.max()! - round.starts.min()! }
+        round.lock.withLock {
+            for (start, end) in zip(round.starts, round.ends) { perAdd.append(Double(end - start) / Double(perThread)) }
+            skew.append(Double(round.starts.max()! - round.starts.min()!))
+        }
+        rates.append(Double(perThread * count) / (Double(elapsed) / 1e9))
+    }
+    rates.sort()
+    perAdd.sort()
+    skew.sort()
+    print("threads \(count): \(Int(rates[rates.count / 2])) adds/s in all (median of \(rounds) rounds of \(perThread * count) spans), " +
+          "\(Int(perAdd[perAdd.count / 2])) ns per add in each thread, starts \(Int(skew[skew.count / 2])) ns apart")
+}
+
+/// `threads` threads add logs as fast as they can for `seconds` at the default limits: the sustained rate
+/// the forwards allow, and the calls (refusals included) the lock lets through.
+func saturate(_ count: Int, seconds: Double) {
+    /// Shared by the threads: the end time, set before they start, and a cache line per thread for its counts.
+    struct Race: @unchecked Sendable {
+        let end = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
+        let counts: UnsafeMutablePointer<Int>
+        init(threads: Int) { counts = .allocate(capacity: threads * 16) }
+    }
+    let buffer = makeBuffer(.doubleRotatingBuffer)
+    _ = buffer.recovery
+    let race = Race(threads: count)
+    let ready = DispatchGroup()
+    let go = DispatchSemaphore(value: 0)
+    let done = DispatchGroup()
+    for thread in 0..<count {
+        ready.enter()
+        done.enter()
+        Thread {
+            var made = 0, kept = 0
+            ready.leave()
+            go.wait()
+            while now() < race.end.pointee {
+                for _ in 0..<64 {
+                    made += 1
+                    if buffer.add(log: typicalLog) { kept += 1 }
+                }
+            }
+            race.counts[thread * 16] = made
+            race.counts[thread * 16 + 1] = kept
+            done.leave()
+        }.start()
+    }
+    ready.wait()
+    race.end.pointee = now() + UInt64(seconds * 1e9)
+    for _ in 0..<count { go.signal() }
+    done.wait()
+    buffer.close()
+    let calls = (0..<count).reduce(0) { $0 + race.counts[$1 * 16] }
+    let accepted = (0..<count).reduce(0) { $0 + race.counts[$1 * 16 + 1] }
+    print("saturate \(count) threads for \(seconds) s: \(Int(Double(calls) / seconds)) calls/s, " +
+          "\(Int(Double(accepted) / seconds)) accepted/s in all")
+}
+
+let arguments = CommandLine.arguments.dropFirst()
+switch arguments.first {
+case "rate":
+    let values = Array(arguments.dropFirst())
+    rate(strategy(values[0]), perSecond: Double(values[1])!, count: Int(values[2])!)
+case "memory":
+    memory(strategy(Array(arguments)[1]))
+case "threads":
+    let values = Array(arguments.dropFirst())
+    threads(Int(values[0])!, rounds: Int(values[1])!)
+case "saturate":
+    let values = Array(arguments.dropFirst())
+    saturate(Int(values[0])!, seconds: Double(values[1])!)
+default:
+    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> | threads <n> <rounds> | saturate <n> <seconds>")
+    exit(2)
+}
+// The folders this run made go into the benchmarks' trash, not deleted (see `trash` in the benchmarks):
+// `empty-trash.sh` deletes them before the next run.
+let parent = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
+let trash = FileManager.default.temporaryDirectory.appendingPathComponent("tb-bench-trash")
+try? FileManager.default.createDirectory(at: trash, withIntermediateDirectories: true)
+for name in (try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? [] where name.hasPrefix("tb-load-\(getpid())") {
+    rename(parent.appendingPathComponent(name).path, trash.appendingPathComponent(name).path)
+}
