@@ -57,6 +57,9 @@ static inline uintptr_t tb_doorbell_add(uintptr_t *word, uintptr_t bits) {
     return __atomic_fetch_or(word, bits, __ATOMIC_ACQ_REL);
 }
 
+/// Whether a doorbell's word is set (its thread runs).
+static inline _Bool tb_doorbell_is_set(uintptr_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE) != 0; }
+
 /// Takes a doorbell's pending reasons, leaving none.
 static inline uintptr_t tb_doorbell_take(uintptr_t *word) { return __atomic_exchange_n(word, 0, __ATOMIC_ACQ_REL); }
 

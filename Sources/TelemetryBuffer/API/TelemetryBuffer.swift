@@ -264,12 +264,16 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
+    /// Returns once the background queue has done everything queued or rung before the call (for tests
+    /// that move a clock by hand: the work it released has then run). A wake-up `add` rang and the
+    /// doorbell's thread has not yet passed on is passed on first.
+    func waitForBackgroundWork() {
+        scheduler.deliverRung()
+        onQueue {}
+    }
+
     /// Runs `body` on the background queue and waits for it (inline when already there). In the child of
     /// a `fork()` it does nothing: the queue's thread is the parent's, and so are the files.
-    /// Returns once the background queue has done everything queued before the call (for tests that
-    /// move a clock by hand: the work it released has then run).
-    func waitForBackgroundWork() { onQueue {} }
-
     private func onQueue(_ body: () -> Void) {
         guard !Self.isForkedChild else { return }
         if isOnQueue { body() } else { queue.sync(execute: body) }

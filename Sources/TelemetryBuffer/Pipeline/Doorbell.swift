@@ -13,33 +13,57 @@ import Foundation
 /// the buffer's own, parked on that semaphore, takes the reasons and hands them to the queue, paying
 /// libdispatch's cost off the caller's thread.
 final class Doorbell: @unchecked Sendable {
-    /// What the parked thread shares with the bell: the pending reasons, the semaphore, and whether to end.
+    /// What the parked thread shares with the bell: the pending reasons, the semaphore, whether it runs
+    /// and whether to end, and the delivery, under a lock so that `deliverPending` cannot return while the thread is between
+    /// taking reasons and passing them on (`ring` never takes the lock).
     private final class Line: @unchecked Sendable {
         let pending = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
         let signal = DispatchSemaphore(value: 0)
         let ended = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
+        /// Set by the thread before it first waits.
+        let running = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
+        let delivering = Lock()
+        let deliver: @Sendable (UInt) -> Void
 
-        init() {
+        init(deliver: @escaping @Sendable (UInt) -> Void) {
+            self.deliver = deliver
             pending.initialize(to: 0)
             ended.initialize(to: 0)
+            running.initialize(to: 0)
+        }
+
+        /// Takes the pending reasons and delivers them, if any.
+        func deliverPending() {
+            delivering.withLock {
+                let reasons = tb_doorbell_take(pending)
+                if reasons != 0 { deliver(reasons) }
+            }
         }
 
         deinit {
             pending.deallocate()
             ended.deallocate()
+            running.deallocate()
         }
     }
 
-    private let line = Line()
+    private let line: Line
 
-    /// Starts the thread; `deliver` runs on it with the reasons rung since its last run (never 0).
-    init(name: String, deliver: @escaping @Sendable (UInt) -> Void) {
-        let thread = Thread { [line] in
+    /// Starts the thread; `deliver` runs on it (or in `deliverPending`) with the reasons rung since its
+    /// last run (never 0). Until the thread runs (and if it never does: `Thread` reports no failure to
+    /// start one), `ring` delivers on the ringing thread, as a direct wake-up would.
+    ///
+    /// - Parameter startsThread: `false` only in tests, for a thread that never starts.
+    init(name: String, startsThread: Bool = true, deliver: @escaping @Sendable (UInt) -> Void) {
+        let line = Line(deliver: deliver)
+        self.line = line
+        guard startsThread else { return }
+        let thread = Thread {
+            tb_doorbell_add(line.running, 1)
             while true {
                 line.signal.wait()
                 if tb_doorbell_take(line.ended) != 0 { return }
-                let reasons = tb_doorbell_take(line.pending)
-                if reasons != 0 { deliver(reasons) }
+                line.deliverPending()
             }
         }
         thread.name = name
@@ -52,11 +76,21 @@ final class Doorbell: @unchecked Sendable {
     /// was pending. No allocation.
     @inline(__always)
     func ring(_ reasons: UInt) {
+        guard threadRuns else { return line.deliver(reasons) }
         if tb_doorbell_add(line.pending, reasons) == 0 { line.signal.signal() }
     }
 
-    /// Ends the thread (after a delivery under way); later rings deliver nothing.
+    /// Whether the doorbell's thread runs (before it does, rings deliver on the ringing thread).
+    var threadRuns: Bool { tb_doorbell_is_set(line.running) }
+
+    /// Delivers on the calling thread what was rung and not delivered yet; returns after any delivery
+    /// under way on the doorbell's thread.
+    func deliverPending() { line.deliverPending() }
+
+    /// Ends the thread (after a delivery under way); later rings deliver nothing. In the child of a
+    /// `fork()` there is no thread to end, and the semaphore is the parent's.
     func end() {
+        guard tb_in_forked_child() == 0 else { return }
         if tb_doorbell_add(line.ended, 1) == 0 { line.signal.signal() }
     }
 

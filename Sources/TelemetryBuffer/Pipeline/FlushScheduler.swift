@@ -49,6 +49,10 @@ final class FlushScheduler: @unchecked Sendable {
         doorbell.ring((startTimer ? Self.startTimer : 0) | (forwardNow ? Self.forwardNow : 0))
     }
 
+    /// Passes on at once whatever `add` rang and the doorbell's thread has not passed on yet, so that work
+    /// queued after this call runs after the wake-up's.
+    func deliverRung() { doorbell.deliverPending() }
+
     private func woken() {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return }
