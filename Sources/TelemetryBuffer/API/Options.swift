@@ -26,6 +26,10 @@ extension TelemetryBuffer {
         public var strategy: Strategy = .doubleRotatingBuffer
         /// Seconds from the first buffered item to the forward of everything; in (0, 30].
         public var flushInterval: TimeInterval = 5
+        /// Logs below this level are refused at once by `add(log:)` (it returns `false`), before any
+        /// encoding, and are not counted as dropped: they are configuration, not loss. Default `.trace`
+        /// (every log).
+        public var minimumLogLevel: Log.Level = .trace
         /// Logs that trigger a forward, and the most per envelope; 1...100.
         public var maxLogsPerBatch = 100
         /// Spans that trigger a forward, and the most per envelope; 1...1000.

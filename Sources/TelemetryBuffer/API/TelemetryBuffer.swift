@@ -52,6 +52,8 @@ public final class TelemetryBuffer: Sendable {
     private let recovering = DispatchGroup()
     private let recovered = Locked(RecoveryReport())
     private let maxPayloadBytes: Int
+    /// `options.minimumLogLevel`'s severity number: one integer comparison per log.
+    private let minimumLogSeverity: Int
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
     /// Creates a buffer, its folders and its transport, and starts recovering what an earlier process left.
@@ -79,6 +81,7 @@ public final class TelemetryBuffer: Sendable {
         strategy = parts.strategy
         activeStrategy = parts.strategy is FileStreamCache ? .fileStreamCache : options.strategy
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
+        minimumLogSeverity = options.minimumLogLevel.severityNumber
         crash = parts.crash
         queue = parts.queue
         scheduler = parts.scheduler
@@ -127,10 +130,12 @@ public final class TelemetryBuffer: Sendable {
     /// - Returns: `true` once the buffer holds the log; `false` if it was dropped (buffer full while the
     ///   previous batch is still being written, buffer closed, larger than `maxBatchBytes`, added in the
     ///   child of a `fork()`, or, with FlushAll, while the crash handler holds the buffer's regions). Every
-    ///   drop is counted for a client report.
+    ///   drop is counted for a client report. Also `false`, not encoded and not counted, for a log below
+    ///   `Options.minimumLogLevel`.
     @discardableResult
     public func add(log: Log) -> Bool {
-        EncodingScratch.withCurrent { scratch in
+        guard log.level.severityNumber >= minimumLogSeverity else { return false }
+        return EncodingScratch.withCurrent { scratch in
             var writer = JSONWriter(appendingTo: scratch)
             encoder.encode(log, into: &writer)
             writer.finish()

@@ -111,3 +111,37 @@ final class OptionsTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: buffer.envelopesDirectory.path))
     }
 }
+
+final class MinimumLogLevelTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    /// Below the minimum: `false` at once, nothing stored, nothing counted as dropped; at and above it,
+    /// stored as usual.
+    func testLogsBelowTheMinimumLevelAreRefusedUncounted() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.minimumLogLevel = .warn })
+        defer { buffer.close() }
+        var accepted: [String] = []
+        for level in Log.Level.allCases {
+            if buffer.add(log: Log(level: level, body: level.rawValue, traceID: TraceID(high: 1, low: 2))) {
+                accepted.append(level.rawValue)
+            }
+        }
+        XCTAssertEqual(accepted, ["warn", "error", "fatal"])
+        buffer.flush()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["warn", "error", "fatal"])
+        XCTAssertNil(buffer.pendingDiscards, "a level filtered out by configuration is not a drop")
+    }
+
+    func testTheDefaultMinimumKeepsEveryLevel() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        defer { buffer.close() }
+        for level in Log.Level.allCases {
+            XCTAssertTrue(buffer.add(log: Log(level: level, body: level.rawValue, traceID: TraceID(high: 1, low: 2))))
+        }
+        buffer.flush()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), Log.Level.allCases.map(\.rawValue))
+    }
+}
