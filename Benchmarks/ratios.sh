@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./empty-trash.sh
 mkdir -p .build  # a fresh clone has none before the first build
-swift package --disable-sandbox benchmark --no-progress --format markdown "$@" > .build/benchmark-run.md
+swift package --disable-sandbox benchmark --target TelemetryBufferBenchmarks --no-progress --format markdown "$@" > .build/benchmark-run.md
 python3 ratios.py < .build/benchmark-run.md
 
 # What the harness cannot show, each scenario in a process of its own (see LoadDriver/main.swift): the
@@ -19,6 +19,6 @@ adds=100000; rounds=300; seconds=2
 if [ -n "${BENCHMARK_SMOKE:-}" ]; then adds=1000; rounds=3; seconds=0.1; fi
 echo
 for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" rate "$strategy" 50000 "$adds"; done
-for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" memory "$strategy"; done
+for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" memory "$strategy"; "$driver" memory "$strategy" warm; done
 for threads in 1 2; do "$driver" threads "$threads" "$rounds"; SEPARATE=1 "$driver" threads "$threads" "$rounds" | sed 's/^/floor, a buffer per thread: /'; done
 for threads in 1 2; do "$driver" saturate "$threads" "$seconds"; done

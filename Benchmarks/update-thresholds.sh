@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./empty-trash.sh
-swift package --disable-sandbox --allow-writing-to-package-directory benchmark thresholds update --no-progress "$@"
+swift package --disable-sandbox --allow-writing-to-package-directory benchmark thresholds update --target TelemetryBufferBenchmarks --no-progress "$@"
 shopt -s nullglob
 for file in Thresholds/*_*.p90.json; do mv "$file" "${file//_/ }"; done

@@ -7,7 +7,7 @@ import TelemetryBuffer
 // loaded or touched is not in the next one's figures. `ratios.sh` runs every scenario.
 //
 //   LoadDriver rate <strategy> <logs per second> <adds>    per-call times at a paced rate
-//   LoadDriver memory <strategy>                           resident set before and after
+//   LoadDriver memory <strategy> [warm]                    resident set before and after
 //   LoadDriver threads <threads> <rounds>                  adds per second in all, threads adding at once
 //   LoadDriver saturate <threads> <seconds>                as fast as possible, at the default limits
 
@@ -85,10 +85,23 @@ func rate(_ strategy: Options.Strategy, perSecond rate: Double, count: Int) {
 }
 
 /// Resident set before creating a buffer, after, after 100,000 adds at 50,000 per second, and after a
-/// flush.
-func memory(_ strategy: Options.Strategy) {
-    // What every Swift program touches anyway (the runtime, Foundation's start, this function's strings).
+/// flush. `warm`: first use Foundation and Dispatch as any app does before it creates a buffer (the
+/// environment, the caches folder, a file, dates, a queue), so that the shared library pages those touch
+/// are not counted as the buffer's.
+func memory(_ strategy: Options.Strategy, warm: Bool) {
     _ = residentKiB()
+    if warm {
+        _ = ProcessInfo.processInfo.environment["HOME"]
+        let folder = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first!
+            .appendingPathComponent("tb-load-\(getpid())-warm")
+        try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try! Data("warm".utf8).write(to: folder.appendingPathComponent("file"), options: .atomic)
+        try! FileManager.default.removeItem(at: folder)
+        _ = Date().timeIntervalSince1970
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue(label: "warm").asyncAfter(deadline: .now() + .milliseconds(1)) { done.signal() }
+        done.wait()
+    }
     let before = residentKiB()
     let buffer = makeBuffer(strategy)
     _ = buffer.recovery
@@ -105,7 +118,7 @@ func memory(_ strategy: Options.Strategy) {
         "\(label) \(value.total) KiB (anon \(value.anon), file \(value.file), shmem \(value.shmem)), " +
         "+\(value.total - before.total) KiB"
     }
-    print("memory \(strategy.rawValue): before \(before.total) KiB (anon \(before.anon), file \(before.file)); " +
+    print("memory \(strategy.rawValue)\(warm ? " (warm)" : ""): before \(before.total) KiB (anon \(before.anon), file \(before.file)); " +
           line("created", created) + "; " + line("100,000 adds", added) + "; " + line("flushed", flushed))
     withExtendedLifetime(buffer) {}
 }
@@ -238,7 +251,8 @@ case "rate":
     let values = Array(arguments.dropFirst())
     rate(strategy(values[0]), perSecond: Double(values[1])!, count: Int(values[2])!)
 case "memory":
-    memory(strategy(Array(arguments)[1]))
+    let values = Array(arguments.dropFirst())
+    memory(strategy(values[0]), warm: values.dropFirst().first == "warm")
 case "threads":
     let values = Array(arguments.dropFirst())
     threads(Int(values[0])!, rounds: Int(values[1])!)
@@ -246,7 +260,7 @@ case "saturate":
     let values = Array(arguments.dropFirst())
     saturate(Int(values[0])!, seconds: Double(values[1])!)
 default:
-    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> | threads <n> <rounds> | saturate <n> <seconds>")
+    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <rounds> | saturate <n> <seconds>")
     exit(2)
 }
 // The folders this run made go into the benchmarks' trash, not deleted (see `trash` in the benchmarks):
