@@ -63,6 +63,22 @@ static inline _Bool tb_doorbell_is_set(uintptr_t *word) { return __atomic_load_n
 /// Takes a doorbell's pending reasons, leaving none.
 static inline uintptr_t tb_doorbell_take(uintptr_t *word) { return __atomic_exchange_n(word, 0, __ATOMIC_ACQ_REL); }
 
+/// The largest millisecond `tb_timestamp_sequence_next` tells apart (2^44 − 1, in the year 2527).
+#define TB_SEQUENCE_MAX_MILLIS ((uint64_t)0xFFFFFFFFFFF)
+
+/// The next `sentry.timestamp.sequence` for a log of millisecond `millis` (at most TB_SEQUENCE_MAX_MILLIS):
+/// 0 when the previous log's millisecond differs (or there was none), else the previous number + 1
+/// (saturating at 2^20 − 1). `word` holds the millisecond in its high 44 bits and the number in its low
+/// 20; UINT64_MAX before the first log.
+static inline uint64_t tb_timestamp_sequence_next(uint64_t *word, uint64_t millis) {
+    uint64_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t next = millis << 20;
+        if (old != UINT64_MAX && (old >> 20) == millis) next = (old & 0xFFFFF) == 0xFFFFF ? old : old + 1;
+        if (__atomic_compare_exchange_n(word, &old, next, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return next & 0xFFFFF;
+    }
+}
+
 /// Set in the child of a `fork()` (without `exec`) of a process that created a buffer: the child shares
 /// the parent's mapped lists and folder, so its buffers accept nothing and its crash handler writes nothing.
 extern int tb_forked_child;

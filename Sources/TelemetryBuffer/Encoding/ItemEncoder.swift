@@ -1,7 +1,8 @@
 /// Encodes logs and spans to the JSON objects that go, byte for byte, into envelope payloads.
 ///
 /// It runs on the calling thread inside `add`, once per item. The buffer's default attributes are
-/// pre-encoded at start-up, so adding them is a copy; an item's own attribute with the same key wins.
+/// pre-encoded at start-up, so adding them is a copy; each log also gets `sentry.timestamp.sequence` (see
+/// `TimestampSequence`). An item's own attribute with the same key wins.
 /// A span's object always starts with `{"trace_id":"<32 hex>"`, which lets readers group stored spans
 /// by trace without parsing JSON (see `traceID(ofSpan:)`).
 struct ItemEncoder: Sendable {
@@ -15,9 +16,11 @@ struct ItemEncoder: Sendable {
     /// Every default's fragment, comma-separated: what items without a key of their own among the
     /// defaults (nearly all) get, in one copy.
     private let joinedDefaults: [UInt8]
-    /// Bit `n` is set when a default key is `n` bytes long (`n` mod 64): an item key of another length
-    /// cannot replace a default, which saves comparing strings.
+    /// Bit `n` is set when a default key (or the sequence's) is `n` bytes long (`n` mod 64): an item key
+    /// of another length cannot replace one, which saves comparing strings.
     private let defaultKeyLengths: UInt64
+    private let sequence = TimestampSequence()
+    private static let sequenceKey = "sentry.timestamp.sequence"
     private static let spanPrefix = Array("{\"trace_id\":\"".utf8)
 
     /// `defaults` are appended to every item unless the item has an attribute with the same key.
@@ -30,7 +33,9 @@ struct ItemEncoder: Sendable {
             return DefaultAttribute(key: attribute.key, fragment: buffer.toArray())
         }
         joinedDefaults = Array(self.defaults.map(\.fragment).joined(separator: [0x2C]))
-        defaultKeyLengths = self.defaults.reduce(0) { $0 | 1 << UInt64($1.key.utf8.count & 63) }
+        defaultKeyLengths = self.defaults.map(\.key).reduce(1 << UInt64(Self.sequenceKey.utf8.count & 63)) {
+            $0 | 1 << UInt64($1.utf8.count & 63)
+        }
     }
 
     func encode(_ log: Log, into writer: inout JSONWriter) {
@@ -49,7 +54,7 @@ struct ItemEncoder: Sendable {
         writer.raw(",\"body\":")
         writer.string(log.body)
         writer.raw(",\"attributes\":")
-        attributes(log.attributes, into: &writer)
+        attributes(log.attributes, sequence: sequence.next(for: log.timestamp), into: &writer)
         writer.byte(0x7D)
     }
 
@@ -72,7 +77,7 @@ struct ItemEncoder: Sendable {
         writer.raw(",\"end_timestamp\":")
         writer.timestamp(span.endTimestamp)
         writer.raw(",\"attributes\":")
-        attributes(span.attributes, into: &writer)
+        attributes(span.attributes, sequence: nil, into: &writer)
         if !span.links.isEmpty {
             writer.raw(",\"links\":[")
             for (index, link) in span.links.enumerated() {
@@ -97,30 +102,38 @@ struct ItemEncoder: Sendable {
         writer.byte(0x7D)
     }
 
-    /// Default attributes first (as in the protocol's examples), then the item's own, in their order.
-    private func attributes(_ attributes: Attributes, into writer: inout JSONWriter) {
+    /// Default attributes first (as in the protocol's examples), then a log's sequence number, then the
+    /// item's own attributes, in their order.
+    private func attributes(_ attributes: Attributes, sequence: Int64?, into writer: inout JSONWriter) {
         writer.byte(0x7B)
-        if mayReplaceDefault(attributes) {
-            var first = true
+        var empty = true
+        let mayReplace = mayReplaceDefault(attributes)
+        if mayReplace {
             for attribute in defaults where !attributes.contains(attribute.key) {
-                if !first { writer.byte(0x2C) }
-                first = false
+                if !empty { writer.byte(0x2C) }
+                empty = false
                 writer.raw(attribute.fragment)
             }
-            if !first, !attributes.isEmpty { writer.byte(0x2C) }
         } else if !joinedDefaults.isEmpty {
             writer.raw(joinedDefaults)
-            if !attributes.isEmpty { writer.byte(0x2C) }
+            empty = false
         }
+        if let sequence, !mayReplace || !attributes.contains(Self.sequenceKey) {
+            if !empty { writer.byte(0x2C) }
+            empty = false
+            writer.raw("\"sentry.timestamp.sequence\":{\"value\":")
+            writer.integer(sequence)
+            writer.raw(",\"type\":\"integer\"}")
+        }
+        if !empty, !attributes.isEmpty { writer.byte(0x2C) }
         writer.attributeList(attributes)
         writer.byte(0x7D)
     }
 
-    /// Whether one of the item's keys has the length of a default key.
+    /// Whether one of the item's keys has the length of a default key (or the sequence's).
     @inline(__always)
     private func mayReplaceDefault(_ attributes: Attributes) -> Bool {
-        guard defaultKeyLengths != 0 else { return false }
-        return attributes.withElements { elements in
+        attributes.withElements { elements in
             elements.contains { defaultKeyLengths & 1 << UInt64($0.key.utf8.count & 63) != 0 }
         }
     }

@@ -48,6 +48,10 @@ final class ConformanceTests: XCTestCase {
         let stored = try walkEnvelopes(in: buffer.envelopesDirectory), sent = try walkEnvelopes(in: wire)
         XCTAssertEqual(stored.flatMap(\.elements).count, 20 + 18)
         XCTAssertEqual(Set(stored.flatMap { $0.items.map(\.type) }), ["log", "span"])
+        let logs = stored.flatMap { $0.items.filter { $0.type == "log" }.flatMap(\.elements) }
+        XCTAssertTrue(logs.allSatisfy {
+            ($0["attributes"] as? [String: [String: Any]])?["sentry.timestamp.sequence"]?["type"] as? String == "integer"
+        }, "every log carries sentry.timestamp.sequence")
         XCTAssertTrue(sent.allSatisfy { $0.items.last?.type == "client_report" && $0.discards["invalid/log_item"] == 1 })
         XCTAssertTrue(sent.allSatisfy { $0.header["sent_at"] is String })
         let summaries = try parseWithSentrySDK(buffer.envelopesDirectory, wire)

@@ -40,16 +40,24 @@ final class EnvelopeEncoderTests: XCTestCase {
 
         let files = try walkEnvelopes(in: buffer.envelopesDirectory)
         XCTAssertEqual(files.count, 1)
-        let expected = [storedHeader(SpecExamples.logHeaderWire), SpecExamples.logItemHeader, SpecExamples.logPayload]
-            .joined(separator: "\n") + "\n"
+        // The spec's example leaves out `sentry.timestamp.sequence`, which this buffer always sends: it goes
+        // after the defaults the log does not replace (both logs are alone in their millisecond: 0).
+        let sequence = #""sentry.timestamp.sequence":{"value":0,"type":"integer"},"#
+        let payload = SpecExamples.logPayload
+            .replacingOccurrences(of: #""body":"Upload finished in 412 ms","attributes":{"#,
+                                  with: #""body":"Upload finished in 412 ms","attributes":{"# + sequence)
+            .replacingOccurrences(of: #""cache.files""#, with: sequence + #""cache.files""#)
+        XCTAssertEqual(payload.utf8.count, 937 + 2 * sequence.utf8.count)
+        let itemHeader = SpecExamples.logItemHeader.replacingOccurrences(of: #""length":937"#, with: #""length":\#(payload.utf8.count)"#)
+        let expected = [storedHeader(SpecExamples.logHeaderWire), itemHeader, payload].joined(separator: "\n") + "\n"
         XCTAssertEqual(String(decoding: files[0].bytes, as: UTF8.self), expected)
         XCTAssertNil(files[0].header["trace"], "log envelopes carry no sampling context")
         // On the wire: the same bytes with `sent_at` added to the header once, as in the spec's wire form.
         let sentAt = try XCTUnwrap(ISO8601DateFormatter().date(from: "2026-01-01T10:00:05Z"))
         let wire = Uploader.body(files[0].bytes, sentAt: sentAt, report: nil)
         XCTAssertEqual(String(decoding: wire, as: UTF8.self),
-                       [SpecExamples.logHeaderWire, SpecExamples.logItemHeader, SpecExamples.logPayload].joined(separator: "\n") + "\n")
-        XCTAssertEqual(wire.count, 1208, "the spec's size")
+                       [SpecExamples.logHeaderWire, itemHeader, payload].joined(separator: "\n") + "\n")
+        XCTAssertEqual(wire.count, 1208 + 2 * sequence.utf8.count + 1, "the spec's size, with the sequences (and a 4-digit length)")
     }
 
     func testSpanEnvelopeMatchesTheSpecExample() throws {

@@ -24,7 +24,7 @@ final class ItemEncoderTests: XCTestCase {
                       spanID: SpanID("9c1d2e3f4a5b6c7d"), timestamp: Date(timeIntervalSince1970: 1_767_261_601.5),
                       attributes: ["cache.files": 29])
         XCTAssertEqual(encoded(log, defaults: ["sentry.sdk.name": "x"]), #"""
-            {"timestamp":1767261601.5,"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","span_id":"9c1d2e3f4a5b6c7d","level":"warn","severity_number":13,"body":"Disk \"cache\" near limit","attributes":{"sentry.sdk.name":{"value":"x","type":"string"},"cache.files":{"value":29,"type":"integer"}}}
+            {"timestamp":1767261601.5,"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","span_id":"9c1d2e3f4a5b6c7d","level":"warn","severity_number":13,"body":"Disk \"cache\" near limit","attributes":{"sentry.sdk.name":{"value":"x","type":"string"},"sentry.timestamp.sequence":{"value":0,"type":"integer"},"cache.files":{"value":29,"type":"integer"}}}
             """#)
     }
 
@@ -35,7 +35,7 @@ final class ItemEncoderTests: XCTestCase {
             "ba": .booleanArray([true, false]), "empty": .stringArray([]),
         ])
         XCTAssertEqual(encoded(log), #"""
-            {"timestamp":1,"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","level":"info","severity_number":9,"body":"","attributes":{"s":{"value":"text","type":"string"},"i":{"value":-7,"type":"integer"},"d":{"value":0.25,"type":"double"},"b":{"value":true,"type":"boolean"},"sa":{"value":["a","b\n"],"type":"array"},"ia":{"value":[1,-2],"type":"array"},"da":{"value":[0.5,2.0],"type":"array"},"ba":{"value":[true,false],"type":"array"},"empty":{"value":[],"type":"array"}}}
+            {"timestamp":1,"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","level":"info","severity_number":9,"body":"","attributes":{"sentry.timestamp.sequence":{"value":0,"type":"integer"},"s":{"value":"text","type":"string"},"i":{"value":-7,"type":"integer"},"d":{"value":0.25,"type":"double"},"b":{"value":true,"type":"boolean"},"sa":{"value":["a","b\n"],"type":"array"},"ia":{"value":[1,-2],"type":"array"},"da":{"value":[0.5,2.0],"type":"array"},"ba":{"value":[true,false],"type":"array"},"empty":{"value":[],"type":"array"}}}
             """#)
     }
 

@@ -150,9 +150,19 @@ final class BatchingTests: XCTestCase {
             $0.maxBatchBytes = 4096
             $0.transport = transport
         })
-        let padding = String(repeating: "p", count: 300)
+        // 360: the logs then leave B room for a small span, not for a padded one (paddings of 340 to 380
+        // do; 280 to 330 leave too little).
+        let padding = String(repeating: "p", count: 360)
+        // Each log in a millisecond of its own, so every `sentry.timestamp.sequence` is 0: the logs' sizes,
+        // and so the bytes left for the spans below, do not hang on the clock.
+        var millisecond = 0.0
+        func log(_ body: String) -> Log {
+            millisecond += 0.001
+            return Log(level: .info, body: body, traceID: TraceID(high: 1, low: 2),
+                       timestamp: Date(timeIntervalSince1970: 1_767_261_600 + millisecond))
+        }
         var accepted = (0..<3).map { "a\($0) \(padding)" }
-        for body in accepted { XCTAssertTrue(buffer.add(log: .test(body))) }
+        for body in accepted { XCTAssertTrue(buffer.add(log: log(body))) }
         // Region A goes to the transport and is held there; region B takes the adds.
         buffer.didEnterBackground()
         transport.waitUntilHeld()
@@ -161,12 +171,12 @@ final class BatchingTests: XCTestCase {
         XCTAssertTrue(buffer.add(span: .test("doomed 0", trace: doomed)))
         XCTAssertTrue(buffer.add(span: .test("kept 0", trace: kept)))
         var index = 0
-        while buffer.add(log: .test("b\(index) \(padding)")) {
+        while buffer.add(log: log("b\(index) \(padding)")) {
             accepted.append("b\(index) \(padding)")
             index += 1
         }
         XCTAssertGreaterThan(index, 3)
-        XCTAssertFalse(buffer.add(log: .test("c\(index) \(padding)")), "B stays full while A is held")
+        XCTAssertFalse(buffer.add(log: log("c\(index) \(padding)")), "B stays full while A is held")
         XCTAssertFalse(buffer.add(span: .test("doomed 1 \(padding)", trace: doomed)), "too big for what is left")
         XCTAssertFalse(buffer.add(span: .test("d", trace: doomed)), "a cut trace takes no more spans")
         XCTAssertTrue(buffer.add(span: .test("k", trace: kept)), "other traces still fit")

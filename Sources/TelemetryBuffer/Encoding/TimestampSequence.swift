@@ -1,0 +1,26 @@
+import CTelemetrySignals
+import Foundation
+
+/// Numbers each log for `sentry.timestamp.sequence`: 0 for a buffer's first log and for every log whose
+/// millisecond (`floor(timestamp × 1000)`) differs from the previous log's, else one more than the previous
+/// log's number. It orders logs with equal timestamps, where the clock freezes or has no sub-millisecond
+/// precision (the protocol makes it a MUST there; this buffer always sends it).
+///
+/// One atomic word holds the millisecond and the last number, updated by compare-and-swap: no lock, no
+/// allocation. Logs encoded on several threads at once get distinct numbers, in the order of their swaps.
+final class TimestampSequence: @unchecked Sendable {
+    private let word = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
+
+    init() { word.initialize(to: .max) }
+
+    deinit { word.deallocate() }
+
+    /// The number of the next log, stamped `timestamp`.
+    @inline(__always)
+    func next(for timestamp: Date) -> Int64 {
+        let millis = (timestamp.timeIntervalSince1970 * 1000).rounded(.down)
+        // Before 1970 (or NaN) counts as millisecond 0; past the year 2527 as the last one the word holds.
+        let clamped: UInt64 = millis > 0 ? UInt64(min(millis, Double(TB_SEQUENCE_MAX_MILLIS))) : 0
+        return Int64(tb_timestamp_sequence_next(word, clamped))
+    }
+}
