@@ -63,10 +63,10 @@ static inline _Bool tb_doorbell_is_set(uintptr_t *word) { return __atomic_load_n
 /// Takes a doorbell's pending reasons, leaving none.
 static inline uintptr_t tb_doorbell_take(uintptr_t *word) { return __atomic_exchange_n(word, 0, __ATOMIC_ACQ_REL); }
 
-/// The largest millisecond `tb_timestamp_sequence_next` tells apart (2^44 − 1, in the year 2527).
+/// The largest millisecond index `tb_timestamp_sequence_next` tells apart (2^44 − 1).
 #define TB_SEQUENCE_MAX_MILLIS ((uint64_t)0xFFFFFFFFFFF)
 
-/// The next `sentry.timestamp.sequence` for a log of millisecond `millis` (at most TB_SEQUENCE_MAX_MILLIS):
+/// The next `sentry.timestamp.sequence` for a log of millisecond index `millis` (at most TB_SEQUENCE_MAX_MILLIS):
 /// 0 when the previous log's millisecond differs (or there was none), else the previous number + 1
 /// (saturating at 2^20 − 1). `word` holds the millisecond in its high 44 bits and the number in its low
 /// 20; UINT64_MAX before the first log.

@@ -43,7 +43,11 @@ struct BufferAssembly: Sendable {
         ]
         if let environment = options.environment { defaults["sentry.environment"] = .string(environment) }
         if let release = options.release { defaults["sentry.release"] = .string(release) }
-        encoder = ItemEncoder(defaults: defaults)
+        // Where the app runs: on logs the OS and the device, on spans the OS (see `DeviceContext`).
+        var logDefaults = defaults, spanDefaults = defaults
+        for attribute in DeviceContext.logAttributes { logDefaults[attribute.key] = attribute.value }
+        for attribute in DeviceContext.spanAttributes { spanDefaults[attribute.key] = attribute.value }
+        encoder = ItemEncoder(logDefaults: logDefaults, spanDefaults: spanDefaults)
 
         if let custom = options.transport {
             (files, outbox) = (nil, ForwardingOutbox(transport: custom))

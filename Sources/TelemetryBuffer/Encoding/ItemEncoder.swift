@@ -1,8 +1,8 @@
 /// Encodes logs and spans to the JSON objects that go, byte for byte, into envelope payloads.
 ///
-/// It runs on the calling thread inside `add`, once per item. The buffer's default attributes are
-/// pre-encoded at start-up, so adding them is a copy; each log also gets `sentry.timestamp.sequence` (see
-/// `TimestampSequence`). An item's own attribute with the same key wins.
+/// It runs on the calling thread inside `add`, once per item. The buffer's default attributes (for logs
+/// and for spans) are pre-encoded at start-up, so adding them is a copy; each log also gets
+/// `sentry.timestamp.sequence` (see `TimestampSequence`). An item's own attribute with the same key wins.
 /// A span's object always starts with `{"trace_id":"<32 hex>"`, which lets readers group stored spans
 /// by trace without parsing JSON (see `traceID(ofSpan:)`).
 struct ItemEncoder: Sendable {
@@ -12,30 +12,42 @@ struct ItemEncoder: Sendable {
         let fragment: [UInt8]
     }
 
-    private let defaults: [DefaultAttribute]
-    /// Every default's fragment, comma-separated: what items without a key of their own among the
-    /// defaults (nearly all) get, in one copy.
-    private let joinedDefaults: [UInt8]
-    /// Bit `n` is set when a default key (or the sequence's) is `n` bytes long (`n` mod 64): an item key
-    /// of another length cannot replace one, which saves comparing strings.
-    private let defaultKeyLengths: UInt64
+    /// The default attributes of one kind of item, pre-encoded.
+    private struct Defaults: Sendable {
+        let attributes: [DefaultAttribute]
+        /// Every fragment, comma-separated: what items without a key of their own among the defaults
+        /// (nearly all) get, in one copy.
+        let joined: [UInt8]
+        /// Bit `n` is set when a default key (or the sequence's, for logs) is `n` bytes long (`n` mod 64):
+        /// an item key of another length cannot replace one, which saves comparing strings.
+        let keyLengths: UInt64
+
+        init(_ defaults: Attributes, reserving reserved: String?) {
+            attributes = defaults.map { attribute in
+                let buffer = ByteBuffer(capacity: 128)
+                var writer = JSONWriter(appendingTo: buffer)
+                writer.attribute(key: attribute.key, value: attribute.value)
+                writer.finish()
+                return DefaultAttribute(key: attribute.key, fragment: buffer.toArray())
+            }
+            joined = Array(attributes.map(\.fragment).joined(separator: [0x2C]))
+            keyLengths = (attributes.map(\.key) + (reserved.map { [$0] } ?? [])).reduce(0) {
+                $0 | 1 << UInt64($1.utf8.count & 63)
+            }
+        }
+    }
+
+    private let logDefaults: Defaults
+    private let spanDefaults: Defaults
     private let sequence = TimestampSequence()
     private static let sequenceKey = "sentry.timestamp.sequence"
     private static let spanPrefix = Array("{\"trace_id\":\"".utf8)
 
-    /// `defaults` are appended to every item unless the item has an attribute with the same key.
-    init(defaults: Attributes) {
-        self.defaults = defaults.map { attribute in
-            let buffer = ByteBuffer(capacity: 128)
-            var writer = JSONWriter(appendingTo: buffer)
-            writer.attribute(key: attribute.key, value: attribute.value)
-            writer.finish()
-            return DefaultAttribute(key: attribute.key, fragment: buffer.toArray())
-        }
-        joinedDefaults = Array(self.defaults.map(\.fragment).joined(separator: [0x2C]))
-        defaultKeyLengths = self.defaults.map(\.key).reduce(1 << UInt64(Self.sequenceKey.utf8.count & 63)) {
-            $0 | 1 << UInt64($1.utf8.count & 63)
-        }
+    /// `logDefaults` are added to every log and `spanDefaults` to every span, unless the item has an
+    /// attribute with the same key.
+    init(logDefaults: Attributes, spanDefaults: Attributes) {
+        self.logDefaults = Defaults(logDefaults, reserving: Self.sequenceKey)
+        self.spanDefaults = Defaults(spanDefaults, reserving: nil)
     }
 
     func encode(_ log: Log, into writer: inout JSONWriter) {
@@ -54,7 +66,7 @@ struct ItemEncoder: Sendable {
         writer.raw(",\"body\":")
         writer.string(log.body)
         writer.raw(",\"attributes\":")
-        attributes(log.attributes, sequence: sequence.next(for: log.timestamp), into: &writer)
+        attributes(log.attributes, defaults: logDefaults, sequence: sequence.next(for: log.timestamp), into: &writer)
         writer.byte(0x7D)
     }
 
@@ -77,7 +89,7 @@ struct ItemEncoder: Sendable {
         writer.raw(",\"end_timestamp\":")
         writer.timestamp(span.endTimestamp)
         writer.raw(",\"attributes\":")
-        attributes(span.attributes, sequence: nil, into: &writer)
+        attributes(span.attributes, defaults: spanDefaults, sequence: nil, into: &writer)
         if !span.links.isEmpty {
             writer.raw(",\"links\":[")
             for (index, link) in span.links.enumerated() {
@@ -104,18 +116,18 @@ struct ItemEncoder: Sendable {
 
     /// Default attributes first (as in the protocol's examples), then a log's sequence number, then the
     /// item's own attributes, in their order.
-    private func attributes(_ attributes: Attributes, sequence: Int64?, into writer: inout JSONWriter) {
+    private func attributes(_ attributes: Attributes, defaults: Defaults, sequence: Int64?, into writer: inout JSONWriter) {
         writer.byte(0x7B)
         var empty = true
-        let mayReplace = mayReplaceDefault(attributes)
+        let mayReplace = Self.mayReplace(defaults, attributes)
         if mayReplace {
-            for attribute in defaults where !attributes.contains(attribute.key) {
+            for attribute in defaults.attributes where !attributes.contains(attribute.key) {
                 if !empty { writer.byte(0x2C) }
                 empty = false
                 writer.raw(attribute.fragment)
             }
-        } else if !joinedDefaults.isEmpty {
-            writer.raw(joinedDefaults)
+        } else if !defaults.joined.isEmpty {
+            writer.raw(defaults.joined)
             empty = false
         }
         if let sequence, !mayReplace || !attributes.contains(Self.sequenceKey) {
@@ -132,9 +144,10 @@ struct ItemEncoder: Sendable {
 
     /// Whether one of the item's keys has the length of a default key (or the sequence's).
     @inline(__always)
-    private func mayReplaceDefault(_ attributes: Attributes) -> Bool {
-        attributes.withElements { elements in
-            elements.contains { defaultKeyLengths & 1 << UInt64($0.key.utf8.count & 63) != 0 }
+    private static func mayReplace(_ defaults: Defaults, _ attributes: Attributes) -> Bool {
+        guard defaults.keyLengths != 0 else { return false }
+        return attributes.withElements { elements in
+            elements.contains { defaults.keyLengths & 1 << UInt64($0.key.utf8.count & 63) != 0 }
         }
     }
 

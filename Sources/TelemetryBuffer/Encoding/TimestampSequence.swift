@@ -18,9 +18,14 @@ final class TimestampSequence: @unchecked Sendable {
     /// The number of the next log, stamped `timestamp`.
     @inline(__always)
     func next(for timestamp: Date) -> Int64 {
-        let millis = (timestamp.timeIntervalSince1970 * 1000).rounded(.down)
-        // Before 1970 (or NaN) counts as millisecond 0; past the year 2527 as the last one the word holds.
-        let clamped: UInt64 = millis > 0 ? UInt64(min(millis, Double(TB_SEQUENCE_MAX_MILLIS))) : 0
-        return Int64(tb_timestamp_sequence_next(word, clamped))
+        // The millisecond of the timestamp as sent: rounded to the microsecond first, as `JSONWriter` writes it.
+        let millis = ((timestamp.timeIntervalSince1970 * 1_000_000).rounded() / 1000).rounded(.down)
+        // The word tells apart 2^44 milliseconds centred on 1970 (the years 1691 to 2248); earlier or later
+        // timestamps (and NaN) share the first or last.
+        let shifted = millis + Double(Self.offset)
+        let index: UInt64 = shifted > 0 ? UInt64(min(shifted, Double(TB_SEQUENCE_MAX_MILLIS))) : 0
+        return Int64(tb_timestamp_sequence_next(word, index))
     }
+
+    private static let offset: UInt64 = (TB_SEQUENCE_MAX_MILLIS + 1) / 2
 }

@@ -40,14 +40,15 @@ final class EnvelopeEncoderTests: XCTestCase {
 
         let files = try walkEnvelopes(in: buffer.envelopesDirectory)
         XCTAssertEqual(files.count, 1)
-        // The spec's example leaves out `sentry.timestamp.sequence`, which this buffer always sends: it goes
-        // after the defaults the log does not replace (both logs are alone in their millisecond: 0).
-        let sequence = #""sentry.timestamp.sequence":{"value":0,"type":"integer"},"#
+        // The spec's example leaves out what this buffer adds to every log: where it runs (`DeviceContext`,
+        // after the other defaults) and `sentry.timestamp.sequence` (both logs are alone in their
+        // millisecond: 0). Both go after the defaults the log does not replace, before its own attributes.
+        let added = Self.fragments(DeviceContext.logAttributes) + #""sentry.timestamp.sequence":{"value":0,"type":"integer"},"#
         let payload = SpecExamples.logPayload
             .replacingOccurrences(of: #""body":"Upload finished in 412 ms","attributes":{"#,
-                                  with: #""body":"Upload finished in 412 ms","attributes":{"# + sequence)
-            .replacingOccurrences(of: #""cache.files""#, with: sequence + #""cache.files""#)
-        XCTAssertEqual(payload.utf8.count, 937 + 2 * sequence.utf8.count)
+                                  with: #""body":"Upload finished in 412 ms","attributes":{"# + added)
+            .replacingOccurrences(of: #""cache.files""#, with: added + #""cache.files""#)
+        XCTAssertEqual(payload.utf8.count, 937 + 2 * added.utf8.count)
         let itemHeader = SpecExamples.logItemHeader.replacingOccurrences(of: #""length":937"#, with: #""length":\#(payload.utf8.count)"#)
         let expected = [storedHeader(SpecExamples.logHeaderWire), itemHeader, payload].joined(separator: "\n") + "\n"
         XCTAssertEqual(String(decoding: files[0].bytes, as: UTF8.self), expected)
@@ -57,7 +58,15 @@ final class EnvelopeEncoderTests: XCTestCase {
         let wire = Uploader.body(files[0].bytes, sentAt: sentAt, report: nil)
         XCTAssertEqual(String(decoding: wire, as: UTF8.self),
                        [SpecExamples.logHeaderWire, itemHeader, payload].joined(separator: "\n") + "\n")
-        XCTAssertEqual(wire.count, 1208 + 2 * sequence.utf8.count + 1, "the spec's size, with the sequences (and a 4-digit length)")
+        XCTAssertEqual(wire.count, 1208 + 2 * added.utf8.count + 1, "the spec's size, with what was added (and a 4-digit length)")
+    }
+
+    /// `"key":{"value":"…","type":"string"},` for each of `attributes` (strings without escapes).
+    private static func fragments(_ attributes: Attributes) -> String {
+        attributes.map { attribute -> String in
+            guard case .string(let value) = attribute.value else { preconditionFailure("\(attribute.key) is not a string") }
+            return #""\#(attribute.key)":{"value":"\#(value)","type":"string"},"#
+        }.joined()
     }
 
     func testSpanEnvelopeMatchesTheSpecExample() throws {
@@ -89,8 +98,13 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(files.count, 1)
         let lines = String(decoding: files[0].bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         XCTAssertEqual(lines.count, 4)
-        XCTAssertEqual(String(lines[1]), SpecExamples.spanItemHeader)
-        XCTAssertEqual(String(lines[2]), SpecExamples.spanPayload)
+        // The segment span names its OS itself; the child gets this buffer's (`DeviceContext`) first.
+        let payload = SpecExamples.spanPayload.replacingOccurrences(
+            of: #""attributes":{"sentry.op":{"value":"http.client""#,
+            with: #""attributes":{"# + Self.fragments(DeviceContext.spanAttributes) + #""sentry.op":{"value":"http.client""#)
+        XCTAssertEqual(String(lines[1]), SpecExamples.spanItemHeader.replacingOccurrences(
+            of: #""length":1333"#, with: #""length":\#(payload.utf8.count)"#))
+        XCTAssertEqual(String(lines[2]), payload)
         XCTAssertEqual(lines[3], "")
         // The sampling context: the example's values this buffer knows (it has no per-trace sample_rand).
         let context = try XCTUnwrap(files[0].header["trace"] as? [String: String])

@@ -8,7 +8,7 @@ final class ItemEncoderTests: XCTestCase {
     private func encoded(defaults: Attributes = [:], _ encode: (ItemEncoder, inout JSONWriter) -> Void) -> String {
         let buffer = ByteBuffer(capacity: 64)
         var writer = JSONWriter(appendingTo: buffer)
-        encode(ItemEncoder(defaults: defaults), &writer)
+        encode(ItemEncoder(logDefaults: defaults, spanDefaults: defaults), &writer)
         writer.finish()
         return String(decoding: buffer.toArray(), as: UTF8.self)
     }

@@ -39,12 +39,17 @@ final class TimestampSequenceTests: XCTestCase {
         buffer.add(log: Self.log("next millisecond again", at: frozen + 0.0012))
         // Back to an earlier millisecond: a change too, so 0 again.
         buffer.add(log: Self.log("back", at: frozen))
-        // Before 1970 the timestamp still counts.
+        // Before 1970 the millisecond still counts.
         buffer.add(log: Self.log("old", at: -5))
         buffer.add(log: Self.log("old again", at: -5))
+        buffer.add(log: Self.log("older", at: -6))
+        // The millisecond of the timestamp as sent (rounded to the microsecond): x.0009997 goes out as x.001.
+        buffer.add(log: Self.log("rounded up", at: 100.000_999_7))
+        buffer.add(log: Self.log("same as sent", at: 100.001))
         XCTAssertEqual(try sequences(buffer), [
             "frozen 0": 0, "frozen 1": 1, "frozen 2": 2, "frozen 3": 3, "same millisecond": 4,
-            "next millisecond": 0, "next millisecond again": 1, "back": 0, "old": 0, "old again": 1,
+            "next millisecond": 0, "next millisecond again": 1, "back": 0, "old": 0, "old again": 1, "older": 0,
+            "rounded up": 0, "same as sent": 1,
         ])
     }
 

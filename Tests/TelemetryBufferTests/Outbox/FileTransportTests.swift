@@ -17,7 +17,7 @@ final class FileTransportTests: XCTestCase {
     private func envelope(_ body: String) -> Envelope {
         let buffer = ByteBuffer(capacity: 256)
         var writer = JSONWriter(appendingTo: buffer)
-        ItemEncoder(defaults: [:]).encode(Log.test(body), into: &writer)
+        ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
         writer.finish()
         return encoder.logs([buffer.bytes]).envelope
     }

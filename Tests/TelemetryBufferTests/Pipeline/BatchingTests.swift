@@ -150,16 +150,25 @@ final class BatchingTests: XCTestCase {
             $0.maxBatchBytes = 4096
             $0.transport = transport
         })
-        // 360: the logs then leave B room for a small span, not for a padded one (paddings of 340 to 380
-        // do; 280 to 330 leave too little).
-        let padding = String(repeating: "p", count: 360)
-        // Each log in a millisecond of its own, so every `sentry.timestamp.sequence` is 0: the logs' sizes,
-        // and so the bytes left for the spans below, do not hang on the clock.
+        // The items' sizes, and so the bytes the logs leave for the spans below, must not hang on the
+        // machine or the clock: the attributes saying where the test runs are fixed (the items' own win),
+        // and each log has a millisecond of its own, so every `sentry.timestamp.sequence` is 0.
+        var here = Attributes(), hereForSpans = Attributes()
+        for attribute in DeviceContext.logAttributes { here[attribute.key] = "x" }
+        for attribute in DeviceContext.spanAttributes { hereForSpans[attribute.key] = "x" }
+        // 280: the logs then leave B room for a small span, not for a padded one (260 to 300 do; 240 and
+        // 320 leave too little).
+        let padding = String(repeating: "p", count: 280)
         var millisecond = 0.0
         func log(_ body: String) -> Log {
             millisecond += 0.001
             return Log(level: .info, body: body, traceID: TraceID(high: 1, low: 2),
-                       timestamp: Date(timeIntervalSince1970: 1_767_261_600 + millisecond))
+                       timestamp: Date(timeIntervalSince1970: 1_767_261_600 + millisecond), attributes: here)
+        }
+        func span(_ name: String, trace: TraceID) -> Span {
+            var span = Span.test(name, trace: trace)
+            span.attributes = hereForSpans
+            return span
         }
         var accepted = (0..<3).map { "a\($0) \(padding)" }
         for body in accepted { XCTAssertTrue(buffer.add(log: log(body))) }
@@ -168,8 +177,8 @@ final class BatchingTests: XCTestCase {
         transport.waitUntilHeld()
 
         let doomed = TraceID(high: 0xD, low: 0xD), kept = TraceID(high: 0xC, low: 0xC)
-        XCTAssertTrue(buffer.add(span: .test("doomed 0", trace: doomed)))
-        XCTAssertTrue(buffer.add(span: .test("kept 0", trace: kept)))
+        XCTAssertTrue(buffer.add(span: span("doomed 0", trace: doomed)))
+        XCTAssertTrue(buffer.add(span: span("kept 0", trace: kept)))
         var index = 0
         while buffer.add(log: log("b\(index) \(padding)")) {
             accepted.append("b\(index) \(padding)")
@@ -177,9 +186,9 @@ final class BatchingTests: XCTestCase {
         }
         XCTAssertGreaterThan(index, 3)
         XCTAssertFalse(buffer.add(log: log("c\(index) \(padding)")), "B stays full while A is held")
-        XCTAssertFalse(buffer.add(span: .test("doomed 1 \(padding)", trace: doomed)), "too big for what is left")
-        XCTAssertFalse(buffer.add(span: .test("d", trace: doomed)), "a cut trace takes no more spans")
-        XCTAssertTrue(buffer.add(span: .test("k", trace: kept)), "other traces still fit")
+        XCTAssertFalse(buffer.add(span: span("doomed 1 \(padding)", trace: doomed)), "too big for what is left")
+        XCTAssertFalse(buffer.add(span: span("d", trace: doomed)), "a cut trace takes no more spans")
+        XCTAssertTrue(buffer.add(span: span("k", trace: kept)), "other traces still fit")
 
         transport.open()
         buffer.close()

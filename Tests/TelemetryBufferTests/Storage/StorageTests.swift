@@ -18,7 +18,7 @@ final class StorageTests: XCTestCase {
         for (index, body) in bodies.enumerated() {
             buffer.count = 0
             var writer = JSONWriter(appendingTo: buffer)
-            ItemEncoder(defaults: [:]).encode(Log.test(body), into: &writer)
+            ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
             writer.finish()
             region.append(category: .log, id: ItemID(nonce: nonce, sequence: start + UInt64(index)),
                           payload: buffer.bytes, payloadCRC: CRC32C.checksum(buffer.bytes))
