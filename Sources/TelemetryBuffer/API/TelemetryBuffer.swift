@@ -213,6 +213,31 @@ public final class TelemetryBuffer: Sendable {
         return done.wait(timeout: .now() + max(0, timeout)) == .success
     }
 
+    /// Like `flush()`, suspending the calling task instead of blocking its thread: for Swift concurrency,
+    /// whose threads must not wait on I/O. Returns once everything added before the call is stored.
+    public func flush() async {
+        guard !Self.isForkedChild else { return }
+        // Never on the background queue itself (a task does not run there), so enqueueing cannot deadlock.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            queue.async { [scheduler] in
+                scheduler.forwardEverything()
+                done.resume()
+            }
+        }
+    }
+
+    /// Like `close()`, suspending the calling task instead of blocking its thread. The waits `close()`
+    /// makes (for a request under way, the forward, pending diagnostics) happen on a dispatch thread,
+    /// never on one of Swift concurrency's.
+    public func close() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global(qos: .utility).async {
+                self.close()
+                done.resume()
+            }
+        }
+    }
+
     /// Stops the uploader (waiting at most 2 s for a request under way; what is stored is sent by the next
     /// buffer on this DSN), forwards everything like `flush()`, then rejects every later item (each
     /// rejection counted as `buffer_overflow`) and releases the DSN's folder, so a new buffer may open it.

@@ -145,3 +145,46 @@ final class MinimumLogLevelTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), Log.Level.allCases.map(\.rawValue))
     }
 }
+
+/// `flush()` and `close()` for Swift concurrency: they suspend, and keep the blocking forms' guarantees.
+final class AsyncLifecycleTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    func testAsyncFlushStoresEverythingAddedBefore() async throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.flushInterval = 30 })
+        for index in 0..<5 { buffer.add(log: .test("log \(index)")) }
+        await buffer.flush()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<5).map { "log \($0)" })
+        await buffer.close()
+    }
+
+    func testAsyncCloseForwardsThenRefusesAndReleasesTheFolder() async throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.flushInterval = 30 })
+        buffer.add(log: .test("before close"))
+        await buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["before close"])
+        XCTAssertFalse(buffer.add(log: .test("after close")))
+        // The folder is free again: a new buffer on the DSN opens it at once.
+        let next = try TelemetryBuffer(options: testOptions(directory))
+        await next.close()
+    }
+
+    /// Many tasks flushing at once on the cooperative pool (2 threads here): none blocks a thread, so
+    /// they cannot starve one another.
+    func testManyTasksFlushingAtOnceAllFinish() async throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.flushInterval = 30 })
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<64 {
+                group.addTask {
+                    buffer.add(log: .test("task \(index)"))
+                    await buffer.flush()
+                }
+            }
+        }
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).count, 64)
+        await buffer.close()
+    }
+}
