@@ -80,6 +80,15 @@ extension TelemetryBuffer {
         /// diagnostics reported before them.
         public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
 
+        /// Sees each log `add(log:)` takes (at or above `minimumLogLevel`) before it is encoded, and returns
+        /// it, changed or not, or `nil` to drop it (counted as `before_send`). It runs on the thread that
+        /// called `add`, so keep it short; it may call into the buffer (an `add` from it is an add of its
+        /// own, passed through the hook again). The buffer's own attributes (SDK, OS, sequence) are added
+        /// after it, so it does not see them.
+        public var beforeSendLog: (@Sendable (Log) -> Log?)?
+        /// The same for spans, before `add(span:)` encodes them (dropped spans count as `before_send`).
+        public var beforeSendSpan: (@Sendable (Span) -> Span?)?
+
         /// The time background work runs on (internal: tests move a clock by hand instead of sleeping).
         var clock: any Clock = SystemClock()
 

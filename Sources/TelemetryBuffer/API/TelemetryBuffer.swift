@@ -130,12 +130,19 @@ public final class TelemetryBuffer: Sendable {
     /// - Returns: `true` once the buffer holds the log; `false` if it was dropped (buffer full while the
     ///   previous batch is still being written, buffer closed, larger than `maxBatchBytes`, added in the
     ///   child of a `fork()`, or, with FlushAll, while the crash handler holds the buffer's regions). Every
-    ///   drop is counted for a client report. Also `false`, not encoded and not counted, for a log below
-    ///   `Options.minimumLogLevel`.
+    ///   drop is counted for a client report, as is a log `Options.beforeSendLog` drops. Also `false`,
+    ///   not encoded and not counted, for a log below `Options.minimumLogLevel`.
     @discardableResult
     public func add(log: Log) -> Bool {
         guard log.level.severityNumber >= minimumLogSeverity else { return false }
-        return EncodingScratch.withCurrent { scratch in
+        guard let hook = options.beforeSendLog else { return submit(log) }
+        guard let kept = hook(log) else { return dropped(log) }
+        return submit(kept)
+    }
+
+    @inline(__always)
+    private func submit(_ log: Log) -> Bool {
+        EncodingScratch.withCurrent { scratch in
             var writer = JSONWriter(appendingTo: scratch)
             encoder.encode(log, into: &writer)
             writer.finish()
@@ -143,13 +150,35 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
+    /// Counts a log `beforeSendLog` dropped, with the bytes it would have taken.
+    private func dropped(_ log: Log) -> Bool {
+        EncodingScratch.withCurrent { scratch in
+            var writer = JSONWriter(appendingTo: scratch)
+            encoder.encode(log, into: &writer)
+            writer.finish()
+            reports.recordDrop(of: .log, bytes: scratch.bytes.count, reason: .beforeSend)
+            return false
+        }
+    }
+
     /// Buffers a finished span. Callable from any thread; never waits on disk I/O.
     ///
     /// - Parameter span: The span, encoded to JSON once, here, on the calling thread.
     /// - Returns: `true` once the buffer holds the span; `false` if it was dropped (see `add(log:)`; a span
-    ///   dropped on overflow also drops the later spans of its trace in that batch). Every drop is counted.
+    ///   dropped on overflow also drops the later spans of its trace in that batch; `Options.beforeSendSpan`
+    ///   may drop it). Every drop is counted.
     @discardableResult
     public func add(span: Span) -> Bool {
+        guard let hook = options.beforeSendSpan else { return submit(span) }
+        guard let kept = hook(span) else {
+            reports.recordDrop(of: .span, bytes: 0, reason: .beforeSend)
+            return false
+        }
+        return submit(kept)
+    }
+
+    @inline(__always)
+    private func submit(_ span: Span) -> Bool {
         EncodingScratch.withCurrent { scratch in
             var writer = JSONWriter(appendingTo: scratch)
             encoder.encode(span, into: &writer)

@@ -8,6 +8,7 @@ enum DiscardReason: String, Sendable, CaseIterable {
     case sendError = "send_error"
     case internalSDKError = "internal_sdk_error"
     case invalid = "invalid"
+    case beforeSend = "before_send"
 }
 
 /// The data categories this library reports: logs count once per item and once per byte.

@@ -103,3 +103,76 @@ private struct SilentClient: HTTPClient {
         started.signal()
     }
 }
+
+/// `beforeSendLog` and `beforeSendSpan`: they change or drop items before encoding, drops count as
+/// `before_send`, and a hook that adds to the buffer itself neither deadlocks nor loses anything.
+final class BeforeSendTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    func testHooksChangeAndDropItemsAndDropsAreCounted() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.beforeSendLog = { log in
+                guard !log.body.hasPrefix("secret") else { return nil }
+                var changed = log
+                changed.body = log.body.uppercased()
+                changed.attributes["scrubbed"] = true
+                return changed
+            }
+            $0.beforeSendSpan = { span in span.name == "drop me" ? nil : span }
+        })
+        defer { buffer.close() }
+        XCTAssertTrue(buffer.add(log: .test("kept")))
+        XCTAssertFalse(buffer.add(log: .test("secret token")))
+        XCTAssertTrue(buffer.add(span: .test("kept span", trace: TraceID(high: 1, low: 2))))
+        XCTAssertFalse(buffer.add(span: .test("drop me", trace: TraceID(high: 1, low: 2))))
+        buffer.flush()
+        let elements = try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements)
+        let log = try XCTUnwrap(elements.first { $0["body"] != nil })
+        XCTAssertEqual(log["body"] as? String, "KEPT")
+        XCTAssertEqual((log["attributes"] as? [String: [String: Any]])?["scrubbed"]?["value"] as? Bool, true)
+        XCTAssertEqual(elements.compactMap { $0["name"] as? String }, ["kept span"])
+        let discards = try XCTUnwrap(buffer.pendingDiscards)
+        XCTAssertEqual(discards.quantity(.beforeSend, .logItem), 1)
+        XCTAssertGreaterThan(discards.quantity(.beforeSend, .logByte), "secret token".utf8.count)
+        XCTAssertEqual(discards.quantity(.beforeSend, .span), 1)
+    }
+
+    func testAHookThatAddsToTheBufferNeitherDeadlocksNorLoses() throws {
+        final class Box: @unchecked Sendable { var buffer: TelemetryBuffer? }
+        let box = Box()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.beforeSendLog = { log in
+                // An add of its own, from inside the hook (it passes through the hook again).
+                if log.body == "outer" { XCTAssertTrue(box.buffer?.add(log: .test("from the hook")) ?? false) }
+                return log
+            }
+            $0.beforeSendSpan = { span in
+                if span.name == "outer span" { box.buffer?.flush() }
+                return span
+            }
+        })
+        box.buffer = buffer
+        defer { buffer.close() }
+        XCTAssertTrue(buffer.add(log: .test("outer")))
+        XCTAssertTrue(buffer.add(span: .test("outer span", trace: TraceID(high: 1, low: 2))))
+        buffer.flush()
+        XCTAssertEqual(Set(try logBodies(in: buffer.envelopesDirectory)), ["from the hook", "outer"])
+        box.buffer = nil
+    }
+
+    func testLogsBelowTheMinimumLevelNeverReachTheHook() throws {
+        final class Seen: @unchecked Sendable { let bodies = Locked<[String]>([]) }
+        let seen = Seen()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.minimumLogLevel = .info
+            $0.beforeSendLog = { log in seen.bodies.withLock { $0.append(log.body) }; return log }
+        })
+        defer { buffer.close() }
+        buffer.add(log: Log(level: .debug, body: "debug", traceID: TraceID(high: 1, low: 2)))
+        buffer.add(log: Log(level: .info, body: "info", traceID: TraceID(high: 1, low: 2)))
+        XCTAssertEqual(seen.bodies.withLock { $0 }, ["info"])
+    }
+}
