@@ -23,6 +23,11 @@ final class QualificationTests: XCTestCase {
                                         isSegment: true, startTimestamp: Date(), endTimestamp: Date())
         XCTAssertTrue(buffer.add(log: log))
         XCTAssertTrue(buffer.add(span: span))
+        // The README's templated log, and the message type qualified.
+        let ms = 412
+        XCTAssertTrue(buffer.add(log: .info("Upload finished in \(ms) ms", traceID: trace)))
+        let message: TelemetryBuffer.LogMessage = "qualified \(ms)"
+        XCTAssertTrue(buffer.add(log: TelemetryBuffer.Log(level: .debug, message)))
 
         // The other module's types and the standard library's `Span` stay reachable.
         let theirs: [any CollidingNames.Span] = []

@@ -27,6 +27,10 @@ extension TelemetryBuffer {
             return TraceID(high: generator.next(), low: generator.next())
         }
 
+        /// A random trace ID made once per process: the trace of logs that have none of their own (what
+        /// Sentry SDKs take from their propagation context when no span is active).
+        public static let process = TraceID.random()
+
         /// 32 lowercase hex digits.
         public var description: String { HexDigits.string(high) + HexDigits.string(low) }
     }

@@ -30,6 +30,9 @@ final class ConformanceTests: XCTestCase {
                 "b": .boolean(index % 2 == 0), "nan": .double(.nan), "arr": .stringArray([tricky, ""]),
             ]))
         }
+        // Templated logs: a numbered and a named parameter of every type.
+        let (count, ratio, flag) = (3, 0.5, true)
+        buffer.add(log: .info("\(tricky) \(count) \(ratio, name: "ratio") \(flag) 100%"))
         for trace in 1...3 {
             buffer.flush()
             for index in 0..<6 {
@@ -46,7 +49,7 @@ final class ConformanceTests: XCTestCase {
             try Data(Uploader.body(envelope.bytes, sentAt: Date(), report: report)).write(to: wire.appendingPathComponent(envelope.name))
         }
         let stored = try walkEnvelopes(in: buffer.envelopesDirectory), sent = try walkEnvelopes(in: wire)
-        XCTAssertEqual(stored.flatMap(\.elements).count, 20 + 18)
+        XCTAssertEqual(stored.flatMap(\.elements).count, 20 + 1 + 18)
         XCTAssertEqual(Set(stored.flatMap { $0.items.map(\.type) }), ["log", "span"])
         let logs = stored.flatMap { $0.items.filter { $0.type == "log" }.flatMap(\.elements) }
         XCTAssertTrue(logs.allSatisfy {
