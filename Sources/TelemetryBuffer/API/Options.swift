@@ -82,9 +82,14 @@ extension TelemetryBuffer {
 
         /// Sees each log `add(log:)` takes (at or above `minimumLogLevel`) before it is encoded, and returns
         /// it, changed or not, or `nil` to drop it (counted as `before_send`). It runs on the thread that
-        /// called `add`, so keep it short; it may call into the buffer (an `add` from it is an add of its
-        /// own, passed through the hook again). The buffer's own attributes (SDK, OS, sequence) are added
-        /// after it, so it does not see them.
+        /// called `add`, so keep it short. It may call `add` (an add of its own, passed through the hook
+        /// again), and `flush()` or `close()` from the app's threads; an add made on the buffer's
+        /// background queue (from a custom `Transport`'s `send`) runs the hook there, where they run inline.
+        ///
+        /// Unlike the protocol's pipeline, the buffer's own attributes (SDK, OS, device, sequence) are
+        /// added after the hook, pre-encoded: it does not see them, and it replaces one by setting an
+        /// attribute of the same key. A templated message's parameters are attributes: a hook that
+        /// scrubs the body must scrub them too.
         public var beforeSendLog: (@Sendable (Log) -> Log?)?
         /// The same for spans, before `add(span:)` encodes them (dropped spans count as `before_send`).
         public var beforeSendSpan: (@Sendable (Span) -> Span?)?

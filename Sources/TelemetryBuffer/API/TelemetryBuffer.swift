@@ -150,11 +150,12 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
-    /// Counts a log `beforeSendLog` dropped, with the bytes it would have taken.
+    /// Counts a log `beforeSendLog` dropped, with the bytes it would have taken (it takes no sequence
+    /// number).
     private func dropped(_ log: Log) -> Bool {
         EncodingScratch.withCurrent { scratch in
             var writer = JSONWriter(appendingTo: scratch)
-            encoder.encode(log, into: &writer)
+            encoder.encode(log, into: &writer, numbered: false)
             writer.finish()
             reports.recordDrop(of: .log, bytes: scratch.bytes.count, reason: .beforeSend)
             return false
@@ -246,7 +247,7 @@ public final class TelemetryBuffer: Sendable {
     /// whose threads must not wait on I/O. Returns once everything added before the call is stored.
     public func flush() async {
         guard !Self.isForkedChild else { return }
-        // Never on the background queue itself (a task does not run there), so enqueueing cannot deadlock.
+        // It never blocks, so even a task that runs on the background queue itself cannot deadlock here.
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             queue.async { [scheduler] in
                 scheduler.forwardEverything()

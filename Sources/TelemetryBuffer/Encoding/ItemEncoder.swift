@@ -50,7 +50,9 @@ struct ItemEncoder: Sendable {
         self.spanDefaults = Defaults(spanDefaults, reserving: nil)
     }
 
-    func encode(_ log: Log, into writer: inout JSONWriter) {
+    /// Writes `log`'s JSON. `numbered: false` (for measuring a log that is dropped) writes sequence 0
+    /// and takes no number from the sequence, so the next log sent keeps its place.
+    func encode(_ log: Log, into writer: inout JSONWriter, numbered: Bool = true) {
         writer.raw("{\"timestamp\":")
         writer.timestamp(log.timestamp)
         writer.raw(",\"trace_id\":\"")
@@ -66,7 +68,8 @@ struct ItemEncoder: Sendable {
         writer.raw(",\"body\":")
         writer.string(log.body)
         writer.raw(",\"attributes\":")
-        attributes(log.attributes, defaults: logDefaults, sequence: sequence.next(for: log.timestamp), into: &writer)
+        attributes(log.attributes, defaults: logDefaults, sequence: numbered ? sequence.next(for: log.timestamp) : 0,
+                   into: &writer)
         writer.byte(0x7D)
     }
 

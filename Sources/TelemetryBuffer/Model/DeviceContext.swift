@@ -4,10 +4,11 @@ import Foundation
 /// `os.version`, `device.brand`, `device.model`, `device.family`) and spans to carry (`os.name`), read
 /// once per process: the hot path copies them, pre-encoded with the other default attributes.
 ///
-/// On Apple platforms every attribute is sent: the model from `sysctl` (`hw.machine`, on a Mac `hw.model`;
-/// a simulator reports the device it simulates), the family its leading letters (`iPhone`, `iPad`,
-/// `Mac`…). On Linux there is no device to name: only `os.name` (`Linux`) and `os.version` (the kernel
-/// release from `uname`).
+/// On Apple platforms every attribute is sent: the model from `sysctl` (`hw.machine` where it names the
+/// device, as on an iPhone, else `hw.model`, as on a Mac; a simulator reports the device it simulates),
+/// the family from the model (`iPhone`, `iPad`, `Mac`, `Apple TV`, `Apple Watch`, `Apple Vision`). Mac
+/// Catalyst apps report macOS. On Linux there is no device to name: only `os.name` (`Linux`) and
+/// `os.version` (the kernel release from `uname`).
 enum DeviceContext {
     /// The attributes for every log.
     static let logAttributes: Attributes = {
@@ -17,8 +18,7 @@ enum DeviceContext {
         attributes["device.brand"] = "Apple"
         if let model {
             attributes["device.model"] = .string(model)
-            let family = String(model.prefix { $0.isLetter })
-            if !family.isEmpty { attributes["device.family"] = .string(family) }
+            if let family = family(of: model) { attributes["device.family"] = .string(family) }
         }
         #endif
         return attributes
@@ -28,7 +28,9 @@ enum DeviceContext {
     static let spanAttributes: Attributes = ["os.name": .string(osName)]
 
     private static var osName: String {
-        #if os(iOS)
+        #if targetEnvironment(macCatalyst)
+        "macOS"
+        #elseif os(iOS)
         "iOS"
         #elseif os(macOS)
         "macOS"
@@ -40,6 +42,12 @@ enum DeviceContext {
         "visionOS"
         #elseif os(Linux)
         "Linux"
+        #elseif os(Android)
+        "Android"
+        #elseif os(Windows)
+        "Windows"
+        #elseif os(FreeBSD)
+        "FreeBSD"
         #else
         "unknown"
         #endif
@@ -57,19 +65,28 @@ enum DeviceContext {
     }
 
     #if canImport(Darwin)
-    /// The hardware model: `iPhone15,2`, `iPad13,1`, `Mac14,2`…
+    /// The hardware model: `iPhone15,2`, `iPad13,1`, `Mac14,2`, `MacBookPro16,1`… Device identifiers have a
+    /// comma; `hw.machine` on a Mac (and for an iOS app on one) is the CPU's name instead.
     private static var model: String? {
         if let simulated = ProcessInfo.processInfo.environment["SIMULATOR_MODEL_IDENTIFIER"] { return simulated }
-        #if os(macOS)
-        let name = "hw.model"
-        #else
-        let name = "hw.machine"
-        #endif
+        if let machine = sysctl("hw.machine"), machine.contains(",") { return machine }
+        return sysctl("hw.model")
+    }
+
+    /// The family a model identifier belongs to, if it is one of Apple's.
+    private static func family(of model: String) -> String? {
+        let families = [("iPhone", "iPhone"), ("iPad", "iPad"), ("iPod", "iPod"), ("AppleTV", "Apple TV"),
+                        ("Watch", "Apple Watch"), ("RealityDevice", "Apple Vision")]
+        if let family = families.first(where: { model.hasPrefix($0.0) }) { return family.1 }
+        return model.contains("Mac") ? "Mac" : nil
+    }
+
+    private static func sysctl(_ name: String) -> String? {
         var size = 0
         guard sysctlbyname(name, nil, &size, nil, 0) == 0, size > 0 else { return nil }
-        var bytes = [CChar](repeating: 0, count: size)
+        var bytes = [UInt8](repeating: 0, count: size)
         guard sysctlbyname(name, &bytes, &size, nil, 0) == 0 else { return nil }
-        return String(cString: bytes)
+        return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
     }
     #endif
 }

@@ -7,9 +7,14 @@ extension TelemetryBuffer {
     /// integer), so Sentry can group the logs by template and search by parameter.
     ///
     /// Each interpolation is `%s` in the template; a literal `%` is written `%%`. Integers, floating-point
-    /// numbers, booleans and strings keep their type; anything else is sent as its description, a string.
-    /// `\(value, name: "ms")` names the parameter (`sentry.message.parameter.ms`) instead of numbering it.
-    /// A message without interpolations is a plain body: the protocol sends no template without parameters.
+    /// numbers, booleans and strings keep their type (an unsigned integer beyond `Int64.max` is sent as a
+    /// string, as the protocol asks); an optional is its value, or the string `nil`; anything else is sent
+    /// as its description, a string. `\(value, name: "ms")` names the parameter
+    /// (`sentry.message.parameter.ms`) instead of numbering it; a name that is empty, all digits or used
+    /// before falls back to the number. A message without interpolations is a plain body: the protocol
+    /// sends no template without parameters. For a message already in a `String`, use
+    /// `Log(level:body:traceID:spanID:timestamp:severityNumber:attributes:)`: `"\(message)"` would make
+    /// the whole message one parameter, and every such log one template.
     public struct LogMessage: Sendable, ExpressibleByStringInterpolation, ExpressibleByStringLiteral {
         /// The message with its values written in: the log's body.
         public let body: String
@@ -51,14 +56,16 @@ extension TelemetryBuffer {
                 template += literal.contains("%") ? literal.replacingOccurrences(of: "%", with: "%%") : literal
             }
 
-            /// An integer parameter (beyond 64 bits, clamped).
+            /// An integer parameter (a string if it does not fit in `Int64`).
             public mutating func appendInterpolation<T: BinaryInteger>(_ value: T, name: String? = nil) {
-                append(String(describing: value), .integer(Int64(clamping: value)), name)
+                let text = String(describing: value)
+                append(text, Int64(exactly: value).map { .integer($0) } ?? .string(text), name)
             }
 
-            /// A floating-point parameter.
+            /// A floating-point parameter: the value its description shows (a `Float` 0.1 is sent as 0.1).
             public mutating func appendInterpolation<T: BinaryFloatingPoint>(_ value: T, name: String? = nil) {
-                append(String(describing: value), .double(Double(value)), name)
+                let text = String(describing: value)
+                append(text, .double(Double(text) ?? Double(value)), name)
             }
 
             /// A boolean parameter.
@@ -77,10 +84,44 @@ extension TelemetryBuffer {
                 append(text, .string(text), name)
             }
 
+            /// An optional integer: its value, or the string `nil`.
+            public mutating func appendInterpolation<T: BinaryInteger>(_ value: T?, name: String? = nil) {
+                if let value { appendInterpolation(value, name: name) } else { append("nil", .string("nil"), name) }
+            }
+
+            /// An optional floating-point number: its value, or the string `nil`.
+            public mutating func appendInterpolation<T: BinaryFloatingPoint>(_ value: T?, name: String? = nil) {
+                if let value { appendInterpolation(value, name: name) } else { append("nil", .string("nil"), name) }
+            }
+
+            /// An optional boolean: its value, or the string `nil`.
+            public mutating func appendInterpolation(_ value: Bool?, name: String? = nil) {
+                if let value { appendInterpolation(value, name: name) } else { append("nil", .string("nil"), name) }
+            }
+
+            /// An optional string: its value, or the string `nil`.
+            public mutating func appendInterpolation(_ value: String?, name: String? = nil) {
+                append(value ?? "nil", .string(value ?? "nil"), name)
+            }
+
+            /// Any other optional: its value's description, or the string `nil`.
+            public mutating func appendInterpolation<T>(_ value: T?, name: String? = nil) {
+                let text = value.map { String(describing: $0) } ?? "nil"
+                append(text, .string(text), name)
+            }
+
+            /// Adds a value under its name, or its position when the name is missing, empty, all digits (a
+            /// position's form) or already used: every parameter keeps a key of its own.
             private mutating func append(_ text: String, _ value: AttributeValue, _ name: String?) {
                 body += text
                 template += "%s"
-                parameters.append(("sentry.message.parameter.\(name ?? String(parameters.count))", value))
+                let position = String(parameters.count)
+                var suffix = position
+                if let name, !name.isEmpty, !name.allSatisfy(\.isASCII) || !name.allSatisfy(\.isNumber),
+                   !parameters.contains(where: { $0.key == "sentry.message.parameter.\(name)" }) {
+                    suffix = name
+                }
+                parameters.append(("sentry.message.parameter.\(suffix)", value))
             }
         }
     }
@@ -93,7 +134,8 @@ public typealias LogMessage = TelemetryBuffer.LogMessage
 extension TelemetryBuffer.Log {
     /// A log whose message may carry parameters (see `LogMessage`): its body is the message with the
     /// values written in; a message with parameters adds `sentry.message.template` and one
-    /// `sentry.message.parameter.<index or name>` attribute per value, after `attributes`.
+    /// `sentry.message.parameter.<index or name>` attribute per value, after `attributes` (an attribute
+    /// of `attributes` with one of those keys wins).
     ///
     /// - Parameters:
     ///   - level: How severe it is.
@@ -106,8 +148,8 @@ extension TelemetryBuffer.Log {
                 spanID: TelemetryBuffer.SpanID? = nil, timestamp: Date = Date(), attributes: TelemetryBuffer.Attributes = [:]) {
         var all = attributes
         if let template = message.template {
-            all["sentry.message.template"] = .string(template)
-            for parameter in message.parameters { all[parameter.key] = parameter.value }
+            if all["sentry.message.template"] == nil { all["sentry.message.template"] = .string(template) }
+            for parameter in message.parameters where all[parameter.key] == nil { all[parameter.key] = parameter.value }
         }
         self.init(level: level, body: message.body, traceID: traceID, spanID: spanID, timestamp: timestamp, attributes: all)
     }

@@ -163,6 +163,22 @@ final class BeforeSendTests: XCTestCase {
         box.buffer = nil
     }
 
+    /// A log the hook drops takes no `sentry.timestamp.sequence` number: the next one sent keeps its place.
+    func testADroppedLogTakesNoSequenceNumber() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.beforeSendLog = { $0.body == "dropped" ? nil : $0 }
+        })
+        defer { buffer.close() }
+        let frozen = Date(timeIntervalSince1970: 1_767_261_600.125)
+        for body in ["first", "dropped", "second"] {
+            buffer.add(log: Log(level: .info, body: body, traceID: TraceID(high: 1, low: 2), timestamp: frozen))
+        }
+        buffer.flush()
+        let logs = try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements)
+        let sequences = logs.map { (($0["attributes"] as? [String: [String: Any]])?["sentry.timestamp.sequence"]?["value"] as? Int) }
+        XCTAssertEqual(sequences, [0, 1])
+    }
+
     func testLogsBelowTheMinimumLevelNeverReachTheHook() throws {
         final class Seen: @unchecked Sendable { let bodies = Locked<[String]>([]) }
         let seen = Seen()

@@ -50,6 +50,28 @@ final class LogMessageTests: XCTestCase {
         XCTAssertEqual(Array(log.attributes).first?.key, "own", "the log's own attributes first, then the template's")
     }
 
+    func testOptionalsHugeIntegersFloatsAndNamesThatCollide() throws {
+        let some: Int? = 412, none: Int? = nil, huge = UInt64.max, small: Float = 0.1
+        let log = Log.info("\(some) \(none) \(huge) \(small) \(1, name: "n") \(2, name: "n") \(3, name: "1") \(4, name: "")")
+        XCTAssertEqual(log.body, "412 nil 18446744073709551615 0.1 1 2 3 4")
+        XCTAssertEqual(log.attributes["sentry.message.parameter.0"], .integer(412), "an optional is its value")
+        XCTAssertEqual(log.attributes["sentry.message.parameter.1"], .string("nil"))
+        XCTAssertEqual(log.attributes["sentry.message.parameter.2"], .string("18446744073709551615"), "beyond Int64: a string")
+        XCTAssertEqual(log.attributes["sentry.message.parameter.3"], .double(0.1), "the value the Float shows")
+        XCTAssertEqual(log.attributes["sentry.message.parameter.n"], .integer(1))
+        XCTAssertEqual(log.attributes["sentry.message.parameter.5"], .integer(2), "a name used before: the position")
+        XCTAssertEqual(log.attributes["sentry.message.parameter.6"], .integer(3), "a name of digits: the position")
+        XCTAssertEqual(log.attributes["sentry.message.parameter.7"], .integer(4), "an empty name: the position")
+        XCTAssertEqual(log.attributes.filter { $0.key.hasPrefix("sentry.message.parameter.") }.count, 8, "one key per value")
+    }
+
+    func testTheLogsOwnAttributesWin() throws {
+        let ms = 5
+        let log = Log.info("took \(ms) ms", attributes: ["sentry.message.template": "custom", "sentry.message.parameter.0": "own"])
+        XCTAssertEqual(log.attributes["sentry.message.template"], .string("custom"))
+        XCTAssertEqual(log.attributes["sentry.message.parameter.0"], .string("own"))
+    }
+
     func testTemplatesAreStoredAsTheProtocolAsks() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         defer { buffer.close() }
