@@ -40,8 +40,10 @@ extension TelemetryBuffer {
                 throw fail("the keys must not contain control characters, whitespace or commas")
             }
             // From `URL`: `URLComponents.host` runs ICU's IDNA conversion, whose first use makes 1.2 MiB of
-            // ICU data resident on Linux, for every buffer.
-            guard let host = URL(string: string)?.host, !host.isEmpty else { throw fail("the host is missing") }
+            // ICU data resident on Linux, for every buffer. `URL` leaves an IPv6 address without its
+            // brackets, which the authority needs back.
+            guard let bare = URL(string: string)?.host, !bare.isEmpty else { throw fail("the host is missing") }
+            let host = bare.contains(":") ? "[\(bare)]" : bare
             guard components.query == nil, components.fragment == nil else {
                 throw fail("it must not have a query or fragment")
             }

@@ -60,6 +60,13 @@ final class DSNTests: XCTestCase {
         XCTAssertEqual(local.port, 9000)
         XCTAssertNil(local.organizationID)
         XCTAssertEqual(local.envelopeEndpoint.absoluteString, "http://127.0.0.1:9000/prefix/path/api/17/envelope/")
+
+        // An IPv6 host keeps its brackets; an internationalised one stays in its ASCII (punycode) form.
+        let v6 = try DSN("http://key@[::1]:9000/17")
+        XCTAssertEqual(v6.host, "[::1]")
+        XCTAssertEqual(v6.envelopeEndpoint.absoluteString, "http://[::1]:9000/api/17/envelope/")
+        let idn = try DSN("https://key@xn--bcher-kva.example/17")
+        XCTAssertEqual(idn.envelopeEndpoint.absoluteString, "https://xn--bcher-kva.example/api/17/envelope/")
     }
 
     func testRejectsInvalidDSNsSayingWhy() {
