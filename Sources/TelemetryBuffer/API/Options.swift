@@ -80,6 +80,9 @@ extension TelemetryBuffer {
         /// diagnostics reported before them.
         public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
 
+        /// Whether `setUser` may send the user (`user.id`, `user.email`, `user.name`): personal data, off by
+        /// default, as in Sentry's SDKs.
+        public var sendDefaultPii = false
         /// Sees each log `add(log:)` takes (at or above `minimumLogLevel`) before it is encoded, and returns
         /// it, changed or not, or `nil` to drop it (counted as `before_send`). It runs on the thread that
         /// called `add`, so keep it short. It may call `add` (an add of its own, passed through the hook

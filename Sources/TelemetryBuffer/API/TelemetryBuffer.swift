@@ -54,6 +54,8 @@ public final class TelemetryBuffer: Sendable {
     private let maxPayloadBytes: Int
     /// `options.minimumLogLevel`'s severity number: one integer comparison per log.
     private let minimumLogSeverity: Int
+    /// What the app set for every later item.
+    private let scope: Scope
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
     /// Creates a buffer, its folders and its transport, and starts recovering what an earlier process left.
@@ -82,6 +84,7 @@ public final class TelemetryBuffer: Sendable {
         activeStrategy = parts.strategy is FileStreamCache ? .fileStreamCache : options.strategy
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
         minimumLogSeverity = options.minimumLogLevel.severityNumber
+        scope = Scope(encoder: parts.encoder, sendsUser: options.sendDefaultPii)
         crash = parts.crash
         queue = parts.queue
         scheduler = parts.scheduler
@@ -142,9 +145,10 @@ public final class TelemetryBuffer: Sendable {
 
     @inline(__always)
     private func submit(_ log: Log) -> Bool {
-        EncodingScratch.withCurrent { scratch in
+        let defaults = scope.defaults
+        return EncodingScratch.withCurrent { scratch in
             var writer = JSONWriter(appendingTo: scratch)
-            encoder.encode(log, into: &writer)
+            encoder.encode(log, into: &writer, defaults: defaults)
             writer.finish()
             return submit(.log, scratch.bytes, traceID: nil)
         }
@@ -155,7 +159,7 @@ public final class TelemetryBuffer: Sendable {
     private func dropped(_ log: Log) -> Bool {
         EncodingScratch.withCurrent { scratch in
             var writer = JSONWriter(appendingTo: scratch)
-            encoder.encode(log, into: &writer, numbered: false)
+            encoder.encode(log, into: &writer, numbered: false, defaults: scope.defaults)
             writer.finish()
             reports.recordDrop(of: .log, bytes: scratch.bytes.count, reason: .beforeSend)
             return false
@@ -180,9 +184,10 @@ public final class TelemetryBuffer: Sendable {
 
     @inline(__always)
     private func submit(_ span: Span) -> Bool {
-        EncodingScratch.withCurrent { scratch in
+        let defaults = scope.defaults
+        return EncodingScratch.withCurrent { scratch in
             var writer = JSONWriter(appendingTo: scratch)
-            encoder.encode(span, into: &writer)
+            encoder.encode(span, into: &writer, defaults: defaults)
             writer.finish()
             return submit(.span, scratch.bytes, traceID: span.traceID)
         }
@@ -214,6 +219,32 @@ public final class TelemetryBuffer: Sendable {
             reports.recordDrop(of: category, bytes: payload.count, reason: reason)
             return false
         }
+    }
+
+    // MARK: Attributes for every item
+
+    /// Adds `value` under `key` to every log and span added from now on (replacing an earlier value of
+    /// the key, or the buffer's own default of that key); an item's own attribute of the key still wins.
+    /// Items added before keep what they had. It builds the pre-encoded attributes anew, under a lock:
+    /// call it when the value changes, not per item.
+    public func setAttribute(_ value: AttributeValue, forKey key: String) {
+        scope.set(value, forKey: key)
+    }
+
+    /// Stops adding the attribute `setAttribute` set under `key` to later items.
+    public func removeAttribute(forKey key: String) {
+        scope.set(nil, forKey: key)
+    }
+
+    /// Names the app's user on every later log and span, as `user.id`, `user.email` and `user.name`
+    /// (those not `nil`), if `Options.sendDefaultPii` is on; with it off (the default) they are never
+    /// sent, as the protocol asks for personal data. All `nil` forgets the user.
+    public func setUser(id: String?, email: String? = nil, username: String? = nil) {
+        var user = Attributes()
+        if let id { user["user.id"] = .string(id) }
+        if let email { user["user.email"] = .string(email) }
+        if let username { user["user.name"] = .string(username) }
+        scope.setUser(user)
     }
 
     // MARK: Lifecycle

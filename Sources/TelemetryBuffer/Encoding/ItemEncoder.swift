@@ -6,14 +6,14 @@
 /// A span's object always starts with `{"trace_id":"<32 hex>"`, which lets readers group stored spans
 /// by trace without parsing JSON (see `traceID(ofSpan:)`).
 struct ItemEncoder: Sendable {
-    private struct DefaultAttribute: Sendable {
+    fileprivate struct DefaultAttribute: Sendable {
         let key: String
         /// `"key":{"value":…,"type":…}`
         let fragment: [UInt8]
     }
 
     /// The default attributes of one kind of item, pre-encoded.
-    private struct Defaults: Sendable {
+    fileprivate struct Defaults: Sendable {
         let attributes: [DefaultAttribute]
         /// Every fragment, comma-separated: what items without a key of their own among the defaults
         /// (nearly all) get, in one copy.
@@ -37,6 +37,23 @@ struct ItemEncoder: Sendable {
         }
     }
 
+    /// The default attributes of logs and of spans, pre-encoded together: the buffer's own, or those with
+    /// what the app set for every item (`TelemetryBuffer.setAttribute`, `setUser`), built whole when that
+    /// changes and swapped in, so `add` never encodes them.
+    final class DefaultSet: Sendable {
+        fileprivate let logs: Defaults
+        fileprivate let spans: Defaults
+
+        fileprivate init(logs: Attributes, spans: Attributes) {
+            self.logs = Defaults(logs, reserving: ItemEncoder.sequenceKey)
+            self.spans = Defaults(spans, reserving: nil)
+        }
+    }
+
+    private let logBase: Attributes
+    private let spanBase: Attributes
+    /// The buffer's own defaults, kept in line (reading them through a class reference could cost the
+    /// hot path a reference count).
     private let logDefaults: Defaults
     private let spanDefaults: Defaults
     private let sequence = TimestampSequence()
@@ -46,13 +63,27 @@ struct ItemEncoder: Sendable {
     /// `logDefaults` are added to every log and `spanDefaults` to every span, unless the item has an
     /// attribute with the same key.
     init(logDefaults: Attributes, spanDefaults: Attributes) {
+        logBase = logDefaults
+        spanBase = spanDefaults
         self.logDefaults = Defaults(logDefaults, reserving: Self.sequenceKey)
         self.spanDefaults = Defaults(spanDefaults, reserving: nil)
     }
 
-    /// Writes `log`'s JSON. `numbered: false` (for measuring a log that is dropped) writes sequence 0
-    /// and takes no number from the sequence, so the next log sent keeps its place.
-    func encode(_ log: Log, into writer: inout JSONWriter, numbered: Bool = true) {
+    /// The buffer's own defaults with `extra` added to both kinds of item (replacing a default of the
+    /// same key in its place).
+    func defaults(adding extra: Attributes) -> DefaultSet {
+        var logs = logBase, spans = spanBase
+        for attribute in extra {
+            logs[attribute.key] = attribute.value
+            spans[attribute.key] = attribute.value
+        }
+        return DefaultSet(logs: logs, spans: spans)
+    }
+
+    /// Writes `log`'s JSON with the default attributes of `set` (the buffer's own if `nil`).
+    /// `numbered: false` (for measuring a log that is dropped) writes sequence 0 and takes no number
+    /// from the sequence, so the next log sent keeps its place.
+    func encode(_ log: Log, into writer: inout JSONWriter, numbered: Bool = true, defaults set: DefaultSet? = nil) {
         writer.raw("{\"timestamp\":")
         writer.timestamp(log.timestamp)
         writer.raw(",\"trace_id\":\"")
@@ -68,12 +99,17 @@ struct ItemEncoder: Sendable {
         writer.raw(",\"body\":")
         writer.string(log.body)
         writer.raw(",\"attributes\":")
-        attributes(log.attributes, defaults: logDefaults, sequence: numbered ? sequence.next(for: log.timestamp) : 0,
-                   into: &writer)
+        let number = numbered ? sequence.next(for: log.timestamp) : 0
+        if let set {
+            attributes(log.attributes, defaults: set.logs, sequence: number, into: &writer)
+        } else {
+            attributes(log.attributes, defaults: logDefaults, sequence: number, into: &writer)
+        }
         writer.byte(0x7D)
     }
 
-    func encode(_ span: Span, into writer: inout JSONWriter) {
+    /// Writes `span`'s JSON with the default attributes of `set` (the buffer's own if `nil`).
+    func encode(_ span: Span, into writer: inout JSONWriter, defaults set: DefaultSet? = nil) {
         writer.raw("{\"trace_id\":\"")
         writer.traceID(span.traceID)
         if let parent = span.parentSpanID {
@@ -92,7 +128,11 @@ struct ItemEncoder: Sendable {
         writer.raw(",\"end_timestamp\":")
         writer.timestamp(span.endTimestamp)
         writer.raw(",\"attributes\":")
-        attributes(span.attributes, defaults: spanDefaults, sequence: nil, into: &writer)
+        if let set {
+            attributes(span.attributes, defaults: set.spans, sequence: nil, into: &writer)
+        } else {
+            attributes(span.attributes, defaults: spanDefaults, sequence: nil, into: &writer)
+        }
         if !span.links.isEmpty {
             writer.raw(",\"links\":[")
             for (index, link) in span.links.enumerated() {
