@@ -80,8 +80,9 @@ extension TelemetryBuffer {
         /// diagnostics reported before them.
         public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
 
-        /// Whether `setUser` may send the user (`user.id`, `user.email`, `user.name`): personal data, off by
-        /// default, as in Sentry's SDKs.
+        /// Whether `setUser` sends the user (`user.id`, `user.email`, `user.name`): personal data, off by
+        /// default (the protocol sends `user.*` on logs only with it). Attributes set with
+        /// `setAttribute`, and an item's own, are sent whatever their key.
         public var sendDefaultPii = false
         /// Sees each log `add(log:)` takes (at or above `minimumLogLevel`) before it is encoded, and returns
         /// it, changed or not, or `nil` to drop it (counted as `before_send`). It runs on the thread that

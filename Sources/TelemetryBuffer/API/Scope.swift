@@ -4,7 +4,10 @@ import CTelemetrySignals
 /// default set built from it.
 ///
 /// Updates are rare: they take the lock and build a new `ItemEncoder.DefaultSet` whole. `add` reads one
-/// word while nothing was ever set, and after that takes the lock for the current set only (no encoding).
+/// word while nothing is set, and otherwise takes the lock for the current set only (no encoding).
+///
+/// `@unchecked Sendable`: `used` is a raw word, read and written only atomically (and, for writes, under
+/// the lock, so its value follows the order of the updates); everything else is behind the lock.
 final class Scope: @unchecked Sendable {
     private struct State {
         var attributes = Attributes()
@@ -13,7 +16,7 @@ final class Scope: @unchecked Sendable {
     }
 
     private let state = Locked(State())
-    /// 1 once something was set: until then `add` takes no lock here.
+    /// 1 while something is set: otherwise `add` takes no lock here.
     private let used = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
     private let encoder: ItemEncoder
     private let sendsUser: Bool
@@ -27,10 +30,11 @@ final class Scope: @unchecked Sendable {
 
     deinit { used.deallocate() }
 
-    /// The default set for the next item; `nil` while nothing was set (the encoder's own then).
+    /// The default set for the next item; `nil` while nothing is set (the encoder's own then), and in the
+    /// child of a `fork()`, which must not take a lock a parent's thread may have held.
     @inline(__always)
     var defaults: ItemEncoder.DefaultSet? {
-        guard tb_load_acquire_u64(used) != 0 else { return nil }
+        guard tb_load_acquire_u64(used) != 0, tb_in_forked_child() == 0 else { return nil }
         return state.withLock { $0.defaults }
     }
 
@@ -39,8 +43,9 @@ final class Scope: @unchecked Sendable {
         update { $0.attributes[key] = value }
     }
 
-    /// Replaces the user.
+    /// Replaces the user (nothing to do when the user is not sent).
     func setUser(_ user: Attributes) {
+        guard sendsUser else { return }
         update { $0.user = user }
     }
 
@@ -48,9 +53,10 @@ final class Scope: @unchecked Sendable {
         state.withLock { state in
             change(&state)
             var all = state.attributes
-            if sendsUser { for attribute in state.user { all[attribute.key] = attribute.value } }
-            state.defaults = encoder.defaults(adding: all)
+            for attribute in state.user { all[attribute.key] = attribute.value }
+            state.defaults = all.isEmpty ? nil : encoder.defaults(adding: all)
+            // Under the lock: of two updates, the later one's word stands.
+            tb_store_release_u64(used, state.defaults == nil ? 0 : 1)
         }
-        tb_store_release_u64(used, 1)
     }
 }

@@ -225,8 +225,10 @@ public final class TelemetryBuffer: Sendable {
 
     /// Adds `value` under `key` to every log and span added from now on (replacing an earlier value of
     /// the key, or the buffer's own default of that key); an item's own attribute of the key still wins.
-    /// Items added before keep what they had. It builds the pre-encoded attributes anew, under a lock:
-    /// call it when the value changes, not per item.
+    /// Any key is sent as set, `user.*` included (`sendDefaultPii` gates only `setUser`), except
+    /// `sentry.timestamp.sequence`, which the buffer numbers. Items added before keep what they had. It
+    /// builds the pre-encoded attributes anew, under a lock: call it when the value changes, not per
+    /// item. While any attribute (or a sent user) is set, each `add` takes that lock briefly to read them.
     public func setAttribute(_ value: AttributeValue, forKey key: String) {
         scope.set(value, forKey: key)
     }
@@ -237,8 +239,9 @@ public final class TelemetryBuffer: Sendable {
     }
 
     /// Names the app's user on every later log and span, as `user.id`, `user.email` and `user.name`
-    /// (those not `nil`), if `Options.sendDefaultPii` is on; with it off (the default) they are never
-    /// sent, as the protocol asks for personal data. All `nil` forgets the user.
+    /// (those not `nil`, replacing an attribute of the same key set with `setAttribute`), if
+    /// `Options.sendDefaultPii` is on; with it off (the default) this does nothing, as the protocol's
+    /// rule for `user.*` on logs asks. All `nil` forgets the user.
     public func setUser(id: String?, email: String? = nil, username: String? = nil) {
         var user = Attributes()
         if let id { user["user.id"] = .string(id) }

@@ -1,7 +1,8 @@
 /// Encodes logs and spans to the JSON objects that go, byte for byte, into envelope payloads.
 ///
 /// It runs on the calling thread inside `add`, once per item. The buffer's default attributes (for logs
-/// and for spans) are pre-encoded at start-up, so adding them is a copy; each log also gets
+/// and for spans) are pre-encoded at start-up, and again whenever the app sets attributes for every item
+/// (see `DefaultSet`), so adding them is a copy; each log also gets
 /// `sentry.timestamp.sequence` (see `TimestampSequence`). An item's own attribute with the same key wins.
 /// A span's object always starts with `{"trace_id":"<32 hex>"`, which lets readers group stored spans
 /// by trace without parsing JSON (see `traceID(ofSpan:)`).
@@ -70,10 +71,10 @@ struct ItemEncoder: Sendable {
     }
 
     /// The buffer's own defaults with `extra` added to both kinds of item (replacing a default of the
-    /// same key in its place).
+    /// same key in its place), except `sentry.timestamp.sequence`, which the encoder numbers itself.
     func defaults(adding extra: Attributes) -> DefaultSet {
         var logs = logBase, spans = spanBase
-        for attribute in extra {
+        for attribute in extra where attribute.key != Self.sequenceKey {
             logs[attribute.key] = attribute.value
             spans[attribute.key] = attribute.value
         }

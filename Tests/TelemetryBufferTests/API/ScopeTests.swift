@@ -46,6 +46,27 @@ final class ScopeTests: XCTestCase {
         XCTAssertNotNil(items["after"]?["os.name"])
     }
 
+    /// The buffer numbers `sentry.timestamp.sequence` itself: set as an attribute for every item it is
+    /// ignored, never sent twice. Removing everything leaves the buffer's own defaults.
+    func testTheSequenceCannotBeSetAndRemovingEverythingRestoresTheDefaults() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        defer { buffer.close() }
+        buffer.setAttribute(99, forKey: "sentry.timestamp.sequence")
+        buffer.setAttribute("x", forKey: "app.mode")
+        buffer.add(log: .test("set"))
+        buffer.removeAttribute(forKey: "sentry.timestamp.sequence")
+        buffer.removeAttribute(forKey: "app.mode")
+        buffer.add(log: .test("removed"))
+        buffer.flush()
+        let payloads = try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.items).map { String(decoding: $0.payload, as: UTF8.self) }
+        let json = payloads.joined()
+        XCTAssertEqual(json.components(separatedBy: "sentry.timestamp.sequence").count - 1, 2, "once per log")
+        XCTAssertFalse(json.contains(#""value":99"#))
+        let items = try stored(buffer)
+        XCTAssertEqual(items["set"]?["app.mode"]?["value"] as? String, "x")
+        XCTAssertNil(items["removed"]?["app.mode"])
+    }
+
     func testTheUserIsSentOnlyWithSendDefaultPii() throws {
         for sendDefaultPii in [false, true] {
             let folder = try TemporaryDirectory()
