@@ -23,7 +23,7 @@ struct ItemEncoder: Sendable {
         /// an item key of another length cannot replace one, which saves comparing strings.
         let keyLengths: UInt64
 
-        init(_ defaults: Attributes, reserving reserved: String?) {
+        init(_ defaults: Attributes, reserving reserved: [String]) {
             attributes = defaults.map { attribute in
                 let buffer = ByteBuffer(capacity: 128)
                 var writer = JSONWriter(appendingTo: buffer)
@@ -32,7 +32,7 @@ struct ItemEncoder: Sendable {
                 return DefaultAttribute(key: attribute.key, fragment: buffer.toArray())
             }
             joined = Array(attributes.map(\.fragment).joined(separator: [0x2C]))
-            keyLengths = (attributes.map(\.key) + (reserved.map { [$0] } ?? [])).reduce(0) {
+            keyLengths = (attributes.map(\.key) + reserved).reduce(0) {
                 $0 | 1 << UInt64($1.utf8.count & 63)
             }
         }
@@ -46,8 +46,8 @@ struct ItemEncoder: Sendable {
         fileprivate let spans: Defaults
 
         fileprivate init(logs: Attributes, spans: Attributes) {
-            self.logs = Defaults(logs, reserving: ItemEncoder.sequenceKey)
-            self.spans = Defaults(spans, reserving: nil)
+            self.logs = Defaults(logs, reserving: [ItemEncoder.sequenceKey])
+            self.spans = Defaults(spans, reserving: ItemEncoder.spanKeys)
         }
     }
 
@@ -59,6 +59,9 @@ struct ItemEncoder: Sendable {
     private let spanDefaults: Defaults
     private let sequence = TimestampSequence()
     private static let sequenceKey = "sentry.timestamp.sequence"
+    /// The common span attributes written from a span's own fields (see `Span.init`).
+    private static let spanKeys = ["sentry.op", "sentry.segment.id", "sentry.segment.name", "sentry.span.source",
+                                   "thread.id", "thread.name"]
     private static let spanPrefix = Array("{\"trace_id\":\"".utf8)
 
     /// `logDefaults` are added to every log and `spanDefaults` to every span, unless the item has an
@@ -66,8 +69,8 @@ struct ItemEncoder: Sendable {
     init(logDefaults: Attributes, spanDefaults: Attributes) {
         logBase = logDefaults
         spanBase = spanDefaults
-        self.logDefaults = Defaults(logDefaults, reserving: Self.sequenceKey)
-        self.spanDefaults = Defaults(spanDefaults, reserving: nil)
+        self.logDefaults = Defaults(logDefaults, reserving: [Self.sequenceKey])
+        self.spanDefaults = Defaults(spanDefaults, reserving: Self.spanKeys)
     }
 
     /// The buffer's own defaults with `extra` added to both kinds of item (replacing a default of the
@@ -130,9 +133,9 @@ struct ItemEncoder: Sendable {
         writer.timestamp(span.endTimestamp)
         writer.raw(",\"attributes\":")
         if let set {
-            attributes(span.attributes, defaults: set.spans, sequence: nil, into: &writer)
+            attributes(span.attributes, defaults: set.spans, sequence: nil, common: span, into: &writer)
         } else {
-            attributes(span.attributes, defaults: spanDefaults, sequence: nil, into: &writer)
+            attributes(span.attributes, defaults: spanDefaults, sequence: nil, common: span, into: &writer)
         }
         if !span.links.isEmpty {
             writer.raw(",\"links\":[")
@@ -160,7 +163,8 @@ struct ItemEncoder: Sendable {
 
     /// Default attributes first (as in the protocol's examples), then a log's sequence number, then the
     /// item's own attributes, in their order.
-    private func attributes(_ attributes: Attributes, defaults: Defaults, sequence: Int64?, into writer: inout JSONWriter) {
+    private func attributes(_ attributes: Attributes, defaults: Defaults, sequence: Int64?, common span: Span? = nil,
+                            into writer: inout JSONWriter) {
         writer.byte(0x7B)
         var empty = true
         let mayReplace = Self.mayReplace(defaults, attributes)
@@ -181,9 +185,45 @@ struct ItemEncoder: Sendable {
             writer.integer(sequence)
             writer.raw(",\"type\":\"integer\"}")
         }
+        if let span { commonAttributes(of: span, skipping: mayReplace ? attributes : nil, empty: &empty, into: &writer) }
         if !empty, !attributes.isEmpty { writer.byte(0x2C) }
         writer.attributeList(attributes)
         writer.byte(0x7D)
+    }
+
+    /// Writes the protocol's common span attributes that `span`'s fields give (see `Span.init`), each
+    /// unless `own` (the span's attributes, when one of them may have such a key) has it.
+    private func commonAttributes(of span: Span, skipping own: Attributes?, empty: inout Bool, into writer: inout JSONWriter) {
+        /// Starts the attribute `name` with `opening` (`"name":{"value":`) unless the span has its own.
+        func begin(_ name: String, _ opening: StaticString) -> Bool {
+            if let own, own.contains(name) { return false }
+            if !empty { writer.byte(0x2C) }
+            empty = false
+            writer.raw(opening)
+            return true
+        }
+        if let op = span.op, begin("sentry.op", #""sentry.op":{"value":"#) { writer.string(op); writer.raw(#","type":"string"}"#) }
+        let segmentID = span.isSegment ? span.spanID : span.segmentID
+        if let segmentID, begin("sentry.segment.id", #""sentry.segment.id":{"value":""#) {
+            writer.hex(segmentID.value)
+            writer.raw(#"","type":"string"}"#)
+        }
+        if let name = span.isSegment ? span.name : span.segmentName, begin("sentry.segment.name", #""sentry.segment.name":{"value":"#) {
+            writer.string(name)
+            writer.raw(#","type":"string"}"#)
+        }
+        if span.isSegment, begin("sentry.span.source", #""sentry.span.source":{"value":"#) {
+            writer.string((span.source ?? .custom).rawValue)
+            writer.raw(#","type":"string"}"#)
+        }
+        if let thread = span.threadID, begin("thread.id", #""thread.id":{"value":"#) {
+            writer.integer(Int64(truncatingIfNeeded: thread))
+            writer.raw(#","type":"integer"}"#)
+        }
+        if let name = span.threadName, begin("thread.name", #""thread.name":{"value":"#) {
+            writer.string(name)
+            writer.raw(#","type":"string"}"#)
+        }
     }
 
     /// Whether one of the item's keys has the length of a default key (or the sequence's).

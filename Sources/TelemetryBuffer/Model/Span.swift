@@ -8,6 +8,11 @@ extension TelemetryBuffer {
             case ok, error
         }
 
+        /// How a segment's name was chosen (`sentry.span.source`, sent on segment spans).
+        public enum Source: String, Sendable, Hashable {
+            case custom, url, route, view, component, task
+        }
+
         /// A link to another span, e.g. the previous trace (`sentry.link.type` = `previous_trace`).
         public struct Link: Sendable, Hashable {
             /// The linked span's trace.
@@ -48,6 +53,18 @@ extension TelemetryBuffer {
         public var attributes: Attributes
         /// Links to other spans.
         public var links: [Link]
+        /// The operation, e.g. `http.client`: `sentry.op`.
+        public var op: String?
+        /// How the segment's name was chosen: `sentry.span.source` on a segment span (`custom` if `nil`).
+        public var source: Source?
+        /// The segment this span belongs to, `sentry.segment.id` (a segment span is its own).
+        public var segmentID: SpanID?
+        /// The segment's name, `sentry.segment.name` (a segment span's is its own name).
+        public var segmentName: String?
+        /// The thread the span ran on, `thread.id` and `thread.name`, where the app knows them.
+        public var threadID: UInt64?
+        /// See `threadID`.
+        public var threadName: String?
 
         /// A finished span.
         ///
@@ -62,11 +79,28 @@ extension TelemetryBuffer {
         ///   - endTimestamp: When it ended.
         ///   - attributes: Typed attributes, sent in this order after the buffer's defaults.
         ///   - links: Links to spans of other traces.
+        ///   - op: The operation (`sentry.op`).
+        ///   - source: How a segment's name was chosen (`sentry.span.source`; `custom` if `nil`).
+        ///   - segmentID: The segment it belongs to; a segment span is its own.
+        ///   - segmentName: The segment's name; a segment span's is its own name.
+        ///   - threadID: The thread it ran on, if known.
+        ///   - threadName: That thread's name, if known.
+        ///
+        /// The protocol's common span attributes come from these: `sentry.op`, `sentry.segment.id` and
+        /// `sentry.segment.name` on every span of a segment, `sentry.span.source` on segment spans,
+        /// `thread.id` and `thread.name`. An attribute of `attributes` with one of those keys wins.
         public init(
             traceID: TraceID, spanID: SpanID, parentSpanID: SpanID? = nil, name: String,
             status: Status = .ok, isSegment: Bool, startTimestamp: Date, endTimestamp: Date,
-            attributes: Attributes = [:], links: [Link] = []
+            attributes: Attributes = [:], links: [Link] = [], op: String? = nil, source: Source? = nil,
+            segmentID: SpanID? = nil, segmentName: String? = nil, threadID: UInt64? = nil, threadName: String? = nil
         ) {
+            self.op = op
+            self.source = source
+            self.segmentID = segmentID
+            self.segmentName = segmentName
+            self.threadID = threadID
+            self.threadName = threadName
             self.traceID = traceID
             self.spanID = spanID
             self.parentSpanID = parentSpanID

@@ -36,7 +36,11 @@ final class ConformanceTests: XCTestCase {
         for trace in 1...3 {
             buffer.flush()
             for index in 0..<6 {
-                buffer.add(span: .test("span \(trace).\(index) \(tricky)", trace: TraceID(high: UInt64(trace), low: 7)))
+                var span = Span.test("span \(trace).\(index) \(tricky)", trace: TraceID(high: UInt64(trace), low: 7))
+                // The common span attributes from the span's fields, with escapes in every string.
+                (span.isSegment, span.op, span.segmentName, span.threadID, span.threadName) = (index == 0, tricky, tricky, 3, tricky)
+                span.segmentID = SpanID(9)
+                buffer.add(span: span)
             }
         }
         let report = try XCTUnwrap(buffer.pendingDiscards)

@@ -1,0 +1,71 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// The protocol's common span attributes from a span's fields: `sentry.op`, `sentry.segment.id` and
+/// `sentry.segment.name` on every span of a segment, `sentry.span.source` on segment spans (a MUST),
+/// `thread.id` and `thread.name`; a span's own attribute of such a key wins.
+final class SpanAttributesTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private func stored(_ buffer: TelemetryBuffer) throws -> [String: [String: [String: Any]]] {
+        buffer.flush()
+        var result: [String: [String: [String: Any]]] = [:]
+        for element in try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements) {
+            result[try XCTUnwrap(element["name"] as? String)] = try XCTUnwrap(element["attributes"] as? [String: [String: Any]])
+        }
+        return result
+    }
+
+    func testSegmentAndChildCarryTheCommonAttributes() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.release = "app@1"; $0.environment = "prod" })
+        defer { buffer.close() }
+        let trace = TraceID(high: 1, low: 2), segment = SpanID(0x9C1D_2E3F_4A5B_6C7D), start = Date()
+        buffer.add(span: Span(traceID: trace, spanID: SpanID(0x0A1B_2C3D_4E5F_6A7B), parentSpanID: segment, name: "GET /cart",
+                              isSegment: false, startTimestamp: start, endTimestamp: start, op: "http.client",
+                              segmentID: segment, segmentName: "Checkout", threadID: 259, threadName: "main"))
+        buffer.add(span: Span(traceID: trace, spanID: segment, name: "Checkout", isSegment: true,
+                              startTimestamp: start, endTimestamp: start, op: "ui.load", source: .component))
+        buffer.add(span: Span(traceID: trace, spanID: SpanID(7), name: "Plain segment", isSegment: true,
+                              startTimestamp: start, endTimestamp: start))
+        buffer.add(span: Span(traceID: trace, spanID: SpanID(8), name: "Plain child", isSegment: false,
+                              startTimestamp: start, endTimestamp: start))
+        let spans = try stored(buffer)
+        let child = try XCTUnwrap(spans["GET /cart"]), root = try XCTUnwrap(spans["Checkout"])
+        XCTAssertEqual(child["sentry.op"]?["value"] as? String, "http.client")
+        XCTAssertEqual(child["sentry.segment.id"]?["value"] as? String, "9c1d2e3f4a5b6c7d")
+        XCTAssertEqual(child["sentry.segment.name"]?["value"] as? String, "Checkout")
+        XCTAssertNil(child["sentry.span.source"], "only on segment spans")
+        XCTAssertEqual(child["thread.id"]?["value"] as? Int, 259)
+        XCTAssertEqual(child["thread.id"]?["type"] as? String, "integer")
+        XCTAssertEqual(child["thread.name"]?["value"] as? String, "main")
+        XCTAssertEqual(child["sentry.release"]?["value"] as? String, "app@1")
+        XCTAssertEqual(child["sentry.environment"]?["value"] as? String, "prod")
+        XCTAssertEqual(root["sentry.segment.id"]?["value"] as? String, "9c1d2e3f4a5b6c7d", "a segment is its own")
+        XCTAssertEqual(root["sentry.segment.name"]?["value"] as? String, "Checkout")
+        XCTAssertEqual(root["sentry.span.source"]?["value"] as? String, "component")
+        XCTAssertEqual(root["sentry.op"]?["value"] as? String, "ui.load")
+        XCTAssertEqual(spans["Plain segment"]?["sentry.span.source"]?["value"] as? String, "custom", "the MUST, by default")
+        let plain = try XCTUnwrap(spans["Plain child"])
+        XCTAssertFalse(plain.keys.contains { $0.hasPrefix("sentry.segment") || $0 == "sentry.op" || $0.hasPrefix("thread.") },
+                       "nothing the app did not say")
+    }
+
+    func testTheSpansOwnAttributeWinsAndIsNotDuplicated() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        defer { buffer.close() }
+        let start = Date()
+        buffer.add(span: Span(traceID: TraceID(high: 1, low: 2), spanID: SpanID(5), name: "Root", isSegment: true,
+                              startTimestamp: start, endTimestamp: start, attributes: ["sentry.span.source": "route", "sentry.op": "own"],
+                              op: "field"))
+        let root = try XCTUnwrap(try stored(buffer)["Root"])
+        XCTAssertEqual(root["sentry.span.source"]?["value"] as? String, "route")
+        XCTAssertEqual(root["sentry.op"]?["value"] as? String, "own")
+        let json = String(decoding: try XCTUnwrap(walkEnvelopes(in: buffer.envelopesDirectory).first?.items.first?.payload), as: UTF8.self)
+        XCTAssertEqual(json.components(separatedBy: "\"sentry.op\"").count, 2, "the key appears once")
+        XCTAssertEqual(json.components(separatedBy: "\"sentry.span.source\"").count, 2)
+    }
+}
