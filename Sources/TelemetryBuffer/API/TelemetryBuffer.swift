@@ -226,7 +226,8 @@ public final class TelemetryBuffer: Sendable {
     /// Adds `value` under `key` to every log and span added from now on (replacing an earlier value of
     /// the key, or the buffer's own default of that key); an item's own attribute of the key still wins.
     /// Any key is sent as set, `user.*` included (`sendDefaultPii` gates only `setUser`), except
-    /// `sentry.timestamp.sequence`, which the buffer numbers. Items added before keep what they had. It
+    /// `sentry.timestamp.sequence`, which the buffer numbers; on a span whose field gives the key
+    /// (`Span.op`, the segment, the thread) the field wins. Items added before keep what they had. It
     /// builds the pre-encoded attributes anew, under a lock: call it when the value changes, not per
     /// item. While any attribute (or a sent user) is set, each `add` takes that lock briefly to read them.
     public func setAttribute(_ value: AttributeValue, forKey key: String) {

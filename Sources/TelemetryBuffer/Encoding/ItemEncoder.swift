@@ -22,6 +22,9 @@ struct ItemEncoder: Sendable {
         /// Bit `n` is set when a default key (or the sequence's, for logs) is `n` bytes long (`n` mod 64):
         /// an item key of another length cannot replace one, which saves comparing strings.
         let keyLengths: UInt64
+        /// Whether a default has a key the encoder may write from an item's fields (a span's `op`…): the
+        /// field then wins, so the defaults are written one by one.
+        let shadowsFields: Bool
 
         init(_ defaults: Attributes, reserving reserved: [String]) {
             attributes = defaults.map { attribute in
@@ -35,6 +38,7 @@ struct ItemEncoder: Sendable {
             keyLengths = (attributes.map(\.key) + reserved).reduce(0) {
                 $0 | 1 << UInt64($1.utf8.count & 63)
             }
+            shadowsFields = attributes.contains { reserved.contains($0.key) }
         }
     }
 
@@ -167,9 +171,10 @@ struct ItemEncoder: Sendable {
                             into writer: inout JSONWriter) {
         writer.byte(0x7B)
         var empty = true
-        let mayReplace = Self.mayReplace(defaults, attributes)
+        let mayReplace = Self.mayReplace(defaults, attributes) || defaults.shadowsFields
         if mayReplace {
-            for attribute in defaults.attributes where !attributes.contains(attribute.key) {
+            for attribute in defaults.attributes
+            where !attributes.contains(attribute.key) && !(span.map { Self.writes(attribute.key, from: $0) } ?? false) {
                 if !empty { writer.byte(0x2C) }
                 empty = false
                 writer.raw(attribute.fragment)
@@ -191,8 +196,22 @@ struct ItemEncoder: Sendable {
         writer.byte(0x7D)
     }
 
-    /// Writes the protocol's common span attributes that `span`'s fields give (see `Span.init`), each
-    /// unless `own` (the span's attributes, when one of them may have such a key) has it.
+    /// Whether `commonAttributes` writes `key` from `span`'s fields (the span's own attributes aside).
+    private static func writes(_ key: String, from span: Span) -> Bool {
+        switch key {
+        case "sentry.op": !(span.op ?? "").isEmpty
+        case "sentry.segment.id": span.isSegment || span.segmentID != nil
+        case "sentry.segment.name": span.isSegment ? !span.name.isEmpty : !(span.segmentName ?? "").isEmpty
+        case "sentry.span.source": span.isSegment
+        case "thread.id": span.threadID != nil
+        case "thread.name": !(span.threadName ?? "").isEmpty
+        default: false
+        }
+    }
+
+    /// Writes the protocol's common span attributes that `span`'s fields give (see `Span.init`; empty
+    /// strings are left out), each unless `own` (the span's attributes, when one of them may have such a
+    /// key) has it.
     private func commonAttributes(of span: Span, skipping own: Attributes?, empty: inout Bool, into writer: inout JSONWriter) {
         /// Starts the attribute `name` with `opening` (`"name":{"value":`) unless the span has its own.
         func begin(_ name: String, _ opening: StaticString) -> Bool {
@@ -202,13 +221,13 @@ struct ItemEncoder: Sendable {
             writer.raw(opening)
             return true
         }
-        if let op = span.op, begin("sentry.op", #""sentry.op":{"value":"#) { writer.string(op); writer.raw(#","type":"string"}"#) }
+        if let op = span.op, !op.isEmpty, begin("sentry.op", #""sentry.op":{"value":"#) { writer.string(op); writer.raw(#","type":"string"}"#) }
         let segmentID = span.isSegment ? span.spanID : span.segmentID
         if let segmentID, begin("sentry.segment.id", #""sentry.segment.id":{"value":""#) {
             writer.hex(segmentID.value)
             writer.raw(#"","type":"string"}"#)
         }
-        if let name = span.isSegment ? span.name : span.segmentName, begin("sentry.segment.name", #""sentry.segment.name":{"value":"#) {
+        if let name = span.isSegment ? span.name : span.segmentName, !name.isEmpty, begin("sentry.segment.name", #""sentry.segment.name":{"value":"#) {
             writer.string(name)
             writer.raw(#","type":"string"}"#)
         }
@@ -217,10 +236,16 @@ struct ItemEncoder: Sendable {
             writer.raw(#","type":"string"}"#)
         }
         if let thread = span.threadID, begin("thread.id", #""thread.id":{"value":"#) {
-            writer.integer(Int64(truncatingIfNeeded: thread))
-            writer.raw(#","type":"integer"}"#)
+            // Beyond Int64 as a string, as the protocol sends such integers.
+            if let number = Int64(exactly: thread) {
+                writer.integer(number)
+                writer.raw(#","type":"integer"}"#)
+            } else {
+                writer.string(String(thread))
+                writer.raw(#","type":"string"}"#)
+            }
         }
-        if let name = span.threadName, begin("thread.name", #""thread.name":{"value":"#) {
+        if let name = span.threadName, !name.isEmpty, begin("thread.name", #""thread.name":{"value":"#) {
             writer.string(name)
             writer.raw(#","type":"string"}"#)
         }

@@ -77,7 +77,8 @@ extension TelemetryBuffer {
         ///   - isSegment: Whether it is the root of its service's part of the trace.
         ///   - startTimestamp: When it started.
         ///   - endTimestamp: When it ended.
-        ///   - attributes: Typed attributes, sent in this order after the buffer's defaults.
+        ///   - attributes: Typed attributes, sent in this order after the buffer's defaults and the
+        ///     common attributes below; one with a key of theirs replaces it.
         ///   - links: Links to spans of other traces.
         ///   - op: The operation (`sentry.op`).
         ///   - source: How a segment's name was chosen (`sentry.span.source`; `custom` if `nil`).

@@ -54,6 +54,33 @@ final class SpanAttributesTests: XCTestCase {
                        "nothing the app did not say")
     }
 
+    /// A key set for every item (`setAttribute`) that a span's field also gives: the field wins, and the
+    /// key is written once. Empty strings are left out; a thread ID beyond Int64 goes as a string.
+    func testFieldsWinOverAttributesSetForEveryItem() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        defer { buffer.close() }
+        buffer.setAttribute("global", forKey: "sentry.op")
+        buffer.setAttribute("global", forKey: "sentry.segment.name")
+        buffer.setAttribute(1, forKey: "thread.id")
+        let start = Date(), trace = TraceID(high: 1, low: 2)
+        buffer.add(span: Span(traceID: trace, spanID: SpanID(5), name: "Root", isSegment: true, startTimestamp: start,
+                              endTimestamp: start, op: "field", threadID: UInt64.max))
+        buffer.add(span: Span(traceID: trace, spanID: SpanID(6), name: "Child", isSegment: false, startTimestamp: start,
+                              endTimestamp: start, op: "", threadName: ""))
+        let spans = try stored(buffer)
+        XCTAssertEqual(spans["Root"]?["sentry.op"]?["value"] as? String, "field")
+        XCTAssertEqual(spans["Root"]?["sentry.segment.name"]?["value"] as? String, "Root", "a segment's name is its own")
+        XCTAssertEqual(spans["Root"]?["thread.id"]?["value"] as? String, String(UInt64.max))
+        XCTAssertEqual(spans["Child"]?["sentry.op"]?["value"] as? String, "global", "an empty op is left out")
+        XCTAssertEqual(spans["Child"]?["thread.id"]?["value"] as? Int, 1)
+        XCTAssertNil(spans["Child"]?["thread.name"], "an empty name is left out")
+        for payload in try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.items).map({ String(decoding: $0.payload, as: UTF8.self) }) {
+            for key in ["sentry.op", "sentry.segment.name", "thread.id"] {
+                XCTAssertEqual(payload.components(separatedBy: "\"\(key)\"").count - 1, 2, "\(key): once per span")
+            }
+        }
+    }
+
     func testTheSpansOwnAttributeWinsAndIsNotDuplicated() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         defer { buffer.close() }
