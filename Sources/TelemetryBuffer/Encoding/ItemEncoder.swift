@@ -165,8 +165,9 @@ struct ItemEncoder: Sendable {
         writer.byte(0x7D)
     }
 
-    /// Default attributes first (as in the protocol's examples), then a log's sequence number, then the
-    /// item's own attributes, in their order.
+    /// Default attributes first, then a log's sequence number or a span's common attributes (from its
+    /// fields), then the item's own attributes, in their order. A default whose key the item or a span
+    /// field gives is left out.
     private func attributes(_ attributes: Attributes, defaults: Defaults, sequence: Int64?, common span: Span? = nil,
                             into writer: inout JSONWriter) {
         writer.byte(0x7B)
