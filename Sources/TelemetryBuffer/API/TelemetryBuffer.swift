@@ -143,6 +143,8 @@ public final class TelemetryBuffer: Sendable {
         return submit(kept)
     }
 
+    /// Encodes and stores a log. Written out, as `submit(_ span:)` is: a shared helper taking the encoding
+    /// as a closure cost 0.06 µs per log at p50 (LoadDriver rate, alternating runs).
     @inline(__always)
     private func submit(_ log: Log) -> Bool {
         let defaults = scope.defaults

@@ -197,58 +197,63 @@ struct ItemEncoder: Sendable {
         writer.byte(0x7D)
     }
 
-    /// Whether `commonAttributes` writes `key` from `span`'s fields (the span's own attributes aside).
-    private static func writes(_ key: String, from span: Span) -> Bool {
-        switch key {
-        case "sentry.op": !(span.op ?? "").isEmpty
-        case "sentry.segment.id": span.isSegment || span.segmentID != nil
-        case "sentry.segment.name": span.isSegment ? !span.name.isEmpty : !(span.segmentName ?? "").isEmpty
-        case "sentry.span.source": span.isSegment
-        case "thread.id": span.threadID != nil
-        case "thread.name": !(span.threadName ?? "").isEmpty
-        default: false
-        }
+    /// A value of a span field that becomes a common attribute.
+    private enum FieldValue {
+        case string(String), spanID(SpanID), integer(UInt64)
     }
 
-    /// Writes the protocol's common span attributes that `span`'s fields give (see `Span.init`; empty
-    /// strings are left out), each unless `own` (the span's attributes, when one of them may have such a
-    /// key) has it.
+    /// The protocol's common span attributes that `span`'s fields give (see `Span.init`), in order, with
+    /// each key's JSON opening (`"key":{"value":`); empty strings are left out. The one place that says
+    /// which are sent: `writes` and `commonAttributes` both ask it.
+    @inline(__always)
+    private static func forEachField(of span: Span, _ body: (_ key: String, _ opening: StaticString, _ value: FieldValue) -> Void) {
+        if let op = span.op, !op.isEmpty { body("sentry.op", #""sentry.op":{"value":"#, .string(op)) }
+        if let id = span.isSegment ? span.spanID : span.segmentID {
+            body("sentry.segment.id", #""sentry.segment.id":{"value":"#, .spanID(id))
+        }
+        if let name = span.isSegment ? span.name : span.segmentName, !name.isEmpty {
+            body("sentry.segment.name", #""sentry.segment.name":{"value":"#, .string(name))
+        }
+        if span.isSegment {
+            body("sentry.span.source", #""sentry.span.source":{"value":"#, .string((span.source ?? .custom).rawValue))
+        }
+        if let thread = span.threadID { body("thread.id", #""thread.id":{"value":"#, .integer(thread)) }
+        if let name = span.threadName, !name.isEmpty { body("thread.name", #""thread.name":{"value":"#, .string(name)) }
+    }
+
+    /// Whether `commonAttributes` writes `key` from `span`'s fields (the span's own attributes aside).
+    private static func writes(_ key: String, from span: Span) -> Bool {
+        var writes = false
+        forEachField(of: span) { field, _, _ in writes = writes || field == key }
+        return writes
+    }
+
+    /// Writes the common span attributes `span`'s fields give, each unless `own` (the span's attributes,
+    /// when one of them may have such a key) has it.
     private func commonAttributes(of span: Span, skipping own: Attributes?, empty: inout Bool, into writer: inout JSONWriter) {
-        /// Starts the attribute `name` with `opening` (`"name":{"value":`) unless the span has its own.
-        func begin(_ name: String, _ opening: StaticString) -> Bool {
-            if let own, own.contains(name) { return false }
+        Self.forEachField(of: span) { key, opening, value in
+            if let own, own.contains(key) { return }
             if !empty { writer.byte(0x2C) }
             empty = false
             writer.raw(opening)
-            return true
-        }
-        if let op = span.op, !op.isEmpty, begin("sentry.op", #""sentry.op":{"value":"#) { writer.string(op); writer.raw(#","type":"string"}"#) }
-        let segmentID = span.isSegment ? span.spanID : span.segmentID
-        if let segmentID, begin("sentry.segment.id", #""sentry.segment.id":{"value":""#) {
-            writer.hex(segmentID.value)
-            writer.raw(#"","type":"string"}"#)
-        }
-        if let name = span.isSegment ? span.name : span.segmentName, !name.isEmpty, begin("sentry.segment.name", #""sentry.segment.name":{"value":"#) {
-            writer.string(name)
-            writer.raw(#","type":"string"}"#)
-        }
-        if span.isSegment, begin("sentry.span.source", #""sentry.span.source":{"value":"#) {
-            writer.string((span.source ?? .custom).rawValue)
-            writer.raw(#","type":"string"}"#)
-        }
-        if let thread = span.threadID, begin("thread.id", #""thread.id":{"value":"#) {
-            // Beyond Int64 as a string, as the protocol sends such integers.
-            if let number = Int64(exactly: thread) {
-                writer.integer(number)
-                writer.raw(#","type":"integer"}"#)
-            } else {
-                writer.string(String(thread))
+            switch value {
+            case .string(let text):
+                writer.string(text)
                 writer.raw(#","type":"string"}"#)
+            case .spanID(let id):
+                writer.byte(0x22)
+                writer.hex(id.value)
+                writer.raw(#"","type":"string"}"#)
+            case .integer(let number):
+                // Beyond Int64 as a string, as the protocol sends such integers.
+                if let exact = Int64(exactly: number) {
+                    writer.integer(exact)
+                    writer.raw(#","type":"integer"}"#)
+                } else {
+                    writer.string(String(number))
+                    writer.raw(#","type":"string"}"#)
+                }
             }
-        }
-        if let name = span.threadName, !name.isEmpty, begin("thread.name", #""thread.name":{"value":"#) {
-            writer.string(name)
-            writer.raw(#","type":"string"}"#)
         }
     }
 

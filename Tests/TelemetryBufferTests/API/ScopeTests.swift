@@ -10,17 +10,6 @@ final class ScopeTests: XCTestCase {
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
     override func tearDown() { directory.remove() }
 
-    /// Every stored item's attributes, by log body or span name.
-    private func stored(_ buffer: TelemetryBuffer) throws -> [String: [String: [String: Any]]] {
-        buffer.flush()
-        var result: [String: [String: [String: Any]]] = [:]
-        for element in try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements) {
-            let name = try XCTUnwrap(element["body"] as? String ?? element["name"] as? String)
-            result[name] = try XCTUnwrap(element["attributes"] as? [String: [String: Any]])
-        }
-        return result
-    }
-
     func testAttributesApplyToLaterItemsUntilRemoved() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.environment = "production" })
         defer { buffer.close() }
@@ -33,7 +22,7 @@ final class ScopeTests: XCTestCase {
         buffer.add(span: .test("span during", trace: trace))
         buffer.removeAttribute(forKey: "app.theme")
         buffer.add(log: .test("after"))
-        let items = try stored(buffer)
+        let items = try storedAttributes(buffer)
         XCTAssertNil(items["before"]?["app.theme"], "items added before keep what they had")
         XCTAssertEqual(items["before"]?["sentry.environment"]?["value"] as? String, "production")
         XCTAssertEqual(items["during"]?["app.theme"]?["value"] as? String, "blue")
@@ -62,7 +51,7 @@ final class ScopeTests: XCTestCase {
         let json = payloads.joined()
         XCTAssertEqual(json.components(separatedBy: "sentry.timestamp.sequence").count - 1, 2, "once per log")
         XCTAssertFalse(json.contains(#""value":99"#))
-        let items = try stored(buffer)
+        let items = try storedAttributes(buffer)
         XCTAssertEqual(items["set"]?["app.mode"]?["value"] as? String, "x")
         XCTAssertNil(items["removed"]?["app.mode"])
     }
@@ -79,7 +68,7 @@ final class ScopeTests: XCTestCase {
             buffer.add(log: .test("other user"))
             buffer.setUser(id: nil)
             buffer.add(log: .test("no user"))
-            let items = try stored(buffer)
+            let items = try storedAttributes(buffer)
             buffer.close()
             if sendDefaultPii {
                 XCTAssertEqual(items["with user"]?["user.id"]?["value"] as? String, "42")
@@ -113,7 +102,7 @@ final class ScopeTests: XCTestCase {
             }
         }
         done.wait()
-        let items = try stored(buffer)
+        let items = try storedAttributes(buffer)
         XCTAssertEqual(items.count, accepted.withLock { $0 })
         for (name, attributes) in items {
             if let round = attributes["round"]?["value"] as? Int { XCTAssertTrue((0..<200).contains(round), name) }

@@ -11,15 +11,6 @@ final class SpanAttributesTests: XCTestCase {
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
     override func tearDown() { directory.remove() }
 
-    private func stored(_ buffer: TelemetryBuffer) throws -> [String: [String: [String: Any]]] {
-        buffer.flush()
-        var result: [String: [String: [String: Any]]] = [:]
-        for element in try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements) {
-            result[try XCTUnwrap(element["name"] as? String)] = try XCTUnwrap(element["attributes"] as? [String: [String: Any]])
-        }
-        return result
-    }
-
     func testSegmentAndChildCarryTheCommonAttributes() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.release = "app@1"; $0.environment = "prod" })
         defer { buffer.close() }
@@ -33,7 +24,7 @@ final class SpanAttributesTests: XCTestCase {
                               startTimestamp: start, endTimestamp: start))
         buffer.add(span: Span(traceID: trace, spanID: SpanID(8), name: "Plain child", isSegment: false,
                               startTimestamp: start, endTimestamp: start))
-        let spans = try stored(buffer)
+        let spans = try storedAttributes(buffer)
         let child = try XCTUnwrap(spans["GET /cart"]), root = try XCTUnwrap(spans["Checkout"])
         XCTAssertEqual(child["sentry.op"]?["value"] as? String, "http.client")
         XCTAssertEqual(child["sentry.segment.id"]?["value"] as? String, "9c1d2e3f4a5b6c7d")
@@ -67,7 +58,7 @@ final class SpanAttributesTests: XCTestCase {
                               endTimestamp: start, op: "field", threadID: UInt64.max))
         buffer.add(span: Span(traceID: trace, spanID: SpanID(6), name: "Child", isSegment: false, startTimestamp: start,
                               endTimestamp: start, op: "", threadName: ""))
-        let spans = try stored(buffer)
+        let spans = try storedAttributes(buffer)
         XCTAssertEqual(spans["Root"]?["sentry.op"]?["value"] as? String, "field")
         XCTAssertEqual(spans["Root"]?["sentry.segment.name"]?["value"] as? String, "Root", "a segment's name is its own")
         XCTAssertEqual(spans["Root"]?["thread.id"]?["value"] as? String, String(UInt64.max))
@@ -88,7 +79,7 @@ final class SpanAttributesTests: XCTestCase {
         buffer.add(span: Span(traceID: TraceID(high: 1, low: 2), spanID: SpanID(5), name: "Root", isSegment: true,
                               startTimestamp: start, endTimestamp: start, attributes: ["sentry.span.source": "route", "sentry.op": "own"],
                               op: "field"))
-        let root = try XCTUnwrap(try stored(buffer)["Root"])
+        let root = try XCTUnwrap(try storedAttributes(buffer)["Root"])
         XCTAssertEqual(root["sentry.span.source"]?["value"] as? String, "route")
         XCTAssertEqual(root["sentry.op"]?["value"] as? String, "own")
         let json = String(decoding: try XCTUnwrap(walkEnvelopes(in: buffer.envelopesDirectory).first?.items.first?.payload), as: UTF8.self)

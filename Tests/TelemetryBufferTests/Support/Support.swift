@@ -115,6 +115,17 @@ func logBodies(in folder: URL) throws -> [String] {
     }
 }
 
+/// Flushes `buffer`, then returns every stored item's attributes (as JSON values), by log body or span name.
+func storedAttributes(_ buffer: TelemetryBuffer) throws -> [String: [String: [String: Any]]] {
+    buffer.flush()
+    var result: [String: [String: [String: Any]]] = [:]
+    for element in try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements) {
+        let name = try XCTUnwrap(element["body"] as? String ?? element["name"] as? String)
+        result[name] = try XCTUnwrap(element["attributes"] as? [String: [String: Any]])
+    }
+    return result
+}
+
 /// Waits (up to a generous bound, never asserting a duration) until `condition` holds.
 func eventually(_ condition: () throws -> Bool, file: StaticString = #filePath, line: UInt = #line) rethrows {
     let deadline = Date().addingTimeInterval(20)
