@@ -12,7 +12,8 @@ struct BufferAssembly: Sendable {
     let reports: ClientReportRecorder
     let encoder: ItemEncoder
     let files: FileTransport?
-    let outbox: any Outbox
+    /// The transport's outbox behind the gate `removeAllData` diverts.
+    let outbox: GatedOutbox
     let batcher: EnvelopeBatcher
     let strategy: any BufferStrategy
     let crash: CrashRegistration?
@@ -50,13 +51,13 @@ struct BufferAssembly: Sendable {
         encoder = ItemEncoder(logDefaults: logDefaults, spanDefaults: spanDefaults)
 
         if let custom = options.transport {
-            (files, outbox) = (nil, ForwardingOutbox(transport: custom))
+            (files, outbox) = (nil, GatedOutbox(ForwardingOutbox(transport: custom)))
         } else {
             let stored = try FileTransport(
                 directory: directory.appendingPathComponent("envelopes", isDirectory: true),
                 maxEnvelopes: options.maxCachedEnvelopes, maxAge: options.maxEnvelopeAge,
                 reports: reports, diagnostics: diagnostics)
-            (files, outbox) = (stored, stored)
+            (files, outbox) = (stored, GatedOutbox(stored))
         }
         let envelopes = EnvelopeEncoder(
             dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,

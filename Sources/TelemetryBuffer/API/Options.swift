@@ -84,6 +84,11 @@ extension TelemetryBuffer {
         /// default (the protocol sends `user.*` on logs only with it). Attributes set with
         /// `setAttribute`, and an item's own, are sent whatever their key.
         public var sendDefaultPii = false
+        /// The user's consent at start (see `DataCollection`; change it with `setDataCollection(_:)`):
+        /// `.granted` (the default) uploads, `.pending` stores without uploading, `.revoked` takes nothing
+        /// and removes what earlier runs stored (after start-up recovery). The buffer does not remember
+        /// it: pass the user's answer at every start.
+        public var dataCollection: DataCollection = .granted
         /// Sees each log `add(log:)` takes (at or above `minimumLogLevel`) before it is encoded, and returns
         /// it, changed or not, or `nil` to drop it (counted as `before_send`). It runs on the thread that
         /// called `add`, so keep it short. It may call `add` (an add of its own, passed through the hook

@@ -56,6 +56,10 @@ public final class TelemetryBuffer: Sendable {
     private let minimumLogSeverity: Int
     /// What the app set for every later item.
     private let scope: Scope
+    /// The user's consent: `add` reads it, changes hold the uploader or remove what is stored.
+    private let consent: DataCollectionState
+    /// Where the strategy's envelopes go; `removeAllData` diverts them.
+    private let outbox: GatedOutbox
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
     /// Creates a buffer, its folders and its transport, and starts recovering what an earlier process left.
@@ -85,6 +89,8 @@ public final class TelemetryBuffer: Sendable {
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
         minimumLogSeverity = options.minimumLogLevel.severityNumber
         scope = Scope(encoder: parts.encoder, sendsUser: options.sendDefaultPii)
+        consent = DataCollectionState(options.dataCollection)
+        outbox = parts.outbox
         crash = parts.crash
         queue = parts.queue
         scheduler = parts.scheduler
@@ -104,7 +110,12 @@ public final class TelemetryBuffer: Sendable {
         if let uploader {
             uploader.onStop { [weak self] in self?.serverStopped($0) }
             files?.onStore { [weak uploader] in uploader?.kick() }
+            if options.dataCollection != .granted { uploader.hold(.consent, true) }
             uploader.kick()
+        }
+        // After recovery, which published what earlier processes left: that goes too.
+        if options.dataCollection == .revoked {
+            queue.async { [weak self] in self?.removeStoredDataReportingFailure() }
         }
     }
 
@@ -137,7 +148,7 @@ public final class TelemetryBuffer: Sendable {
     ///   not encoded and not counted, for a log below `Options.minimumLogLevel`.
     @discardableResult
     public func add(log: Log) -> Bool {
-        guard log.level.severityNumber >= minimumLogSeverity else { return false }
+        guard log.level.severityNumber >= minimumLogSeverity, consent.acceptsItems else { return false }
         guard let hook = options.beforeSendLog else { return submit(log) }
         guard let kept = hook(log) else { return dropped(log) }
         return submit(kept)
@@ -176,6 +187,7 @@ public final class TelemetryBuffer: Sendable {
     ///   may drop it). Every drop is counted.
     @discardableResult
     public func add(span: Span) -> Bool {
+        guard consent.acceptsItems else { return false }
         guard let hook = options.beforeSendSpan else { return submit(span) }
         guard let kept = hook(span) else {
             reports.recordDrop(of: .span, bytes: 0, reason: .beforeSend)
@@ -251,6 +263,90 @@ public final class TelemetryBuffer: Sendable {
         if let email { user["user.email"] = .string(email) }
         if let username { user["user.name"] = .string(username) }
         scope.setUser(user)
+    }
+
+    // MARK: Consent
+
+    /// The user's consent to collecting telemetry, as last set (`Options.dataCollection` at start).
+    public var dataCollection: DataCollection { consent.current }
+
+    /// Changes the user's consent; it takes effect at once and never waits on disk I/O.
+    ///
+    /// * `.pending`: items are taken and stored; no request starts once this returns (one already under
+    ///   way completes). Stored envelopes count against `maxCachedEnvelopes` meanwhile.
+    /// * `.granted`: uploads start, with what was stored before; after a revocation, once its removal is
+    ///   done, so that nothing it removes is sent.
+    /// * `.revoked`: `add` refuses every item (returns `false`, not counted as a drop) and no request
+    ///   starts; the background queue then removes everything stored, as `removeAllData()` does (a failure
+    ///   is reported to `Options.diagnosticHandler`). An item added on another thread at the same moment
+    ///   may be kept.
+    ///
+    /// With a custom `Options.transport` the buffer hands envelopes over whatever the consent: holding
+    /// them while `.pending` is the transport's part.
+    public func setDataCollection(_ value: DataCollection) {
+        guard !Self.isForkedChild else { return }
+        consent.set(value) { previous in
+            guard value != previous else { return }
+            if value != .granted { uploader?.hold(.consent, true) }
+            if value == .revoked {
+                queue.async { [self] in removeStoredDataReportingFailure() }
+            }
+            if value == .granted {
+                // Queued behind any removal; a change made meanwhile wins.
+                queue.async { [self] in
+                    consent.ifCurrent(.granted) { uploader?.hold(.consent, false) }
+                }
+            }
+        }
+    }
+
+    /// Removes everything this buffer stores: the items it holds (forwarded into nothing, through the
+    /// same exactly-once publication as a flush), what its files still hold of forwarded items (zeroed or
+    /// deleted), what start-up recovery could not publish, and every envelope in `envelopesDirectory`.
+    /// The deletions are durable when it returns: a crash or power loss after that brings none of it
+    /// back. Items added after the call are kept, and the consent does not change.
+    ///
+    /// It waits for the background queue and the disk (about as long as a `flush()`); no request starts
+    /// meanwhile, but one already under way completes. Envelopes a custom transport took are out of its
+    /// reach. Called on the buffer's own queue (from a custom transport's `send`), it cannot wait for the
+    /// forward it interrupts: it is queued behind it and returns at once (a failure then goes to
+    /// `Options.diagnosticHandler`).
+    ///
+    /// - Throws: `TelemetryBufferError.closed` after `close()`; `.fileSystem` if a file could not be
+    ///   removed or synced (what it names may remain).
+    public func removeAllData() throws {
+        guard !Self.isForkedChild else { return }
+        if isOnQueue {
+            return queue.async { [self] in removeStoredDataReportingFailure() }
+        }
+        var failure: (any Error)?
+        queue.sync {
+            do { try removeStoredData() } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Background queue: `removeAllData()` for a caller that does not wait (a revocation).
+    private func removeStoredDataReportingFailure() {
+        do {
+            try removeStoredData()
+        } catch {
+            diagnostics.log(.error, "could not remove everything stored after data collection was revoked: \(error)")
+        }
+    }
+
+    /// Background queue: forwards everything held into nothing, clears the strategy's files, removes
+    /// leftovers and stored envelopes, with the uploader held throughout.
+    private func removeStoredData() throws {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !folder.isReleased else { throw TelemetryBufferError.closed(path: directory.path) }
+        uploader?.hold(.removal, true)
+        defer { uploader?.hold(.removal, false) }
+        outbox.discarding { strategy.forward(everything: true) }
+        try strategy.scrub()
+        try folder.removeLeftovers()
+        try folder.sync()
+        try files?.removeAll()
     }
 
     // MARK: Lifecycle
@@ -363,10 +459,11 @@ public final class TelemetryBuffer: Sendable {
 
     /// Returns once the background queue has done everything queued or rung before the call (for tests
     /// that move a clock by hand: the work it released has then run). A wake-up `add` rang and the
-    /// doorbell's thread has not yet passed on is passed on first.
+    /// doorbell's thread has not yet passed on is passed on first. Then the same for the uploader's queue.
     func waitForBackgroundWork() {
         scheduler.deliverRung()
         onQueue {}
+        uploader?.waitForQueuedWork()
     }
 
     /// Runs `body` on the background queue and waits for it (inline when already there). In the child of

@@ -13,6 +13,8 @@ public enum TelemetryBufferError: Error, Sendable, Hashable, CustomStringConvert
     case folderInUse(path: String)
     /// The crash handler cannot take this buffer; create it with `Options.crashDetection = false`.
     case crashHandlerUnavailable(reason: String)
+    /// The buffer was closed, and its folder may be another buffer's by now: ask a buffer open on the DSN.
+    case closed(path: String)
 
     /// A sentence naming the problem and the value at fault.
     public var description: String {
@@ -27,6 +29,8 @@ public enum TelemetryBufferError: Error, Sendable, Hashable, CustomStringConvert
             "\(operation) '\(path)' failed: \(FileSystem.errnoText(code)) (errno \(code))"
         case .crashHandlerUnavailable(let reason):
             "the crash handler cannot take this buffer: \(reason); set Options.crashDetection = false to go without"
+        case .closed(let path):
+            "the TelemetryBuffer of '\(path)' is closed; use a buffer open on its DSN"
         case .folderInUse(let path):
             "another TelemetryBuffer (in this or another process) is using '\(path)'; use one buffer per DSN"
         }

@@ -136,6 +136,21 @@ extension TelemetryBuffer {
             }
         }
 
+        /// Deletes every stored envelope, not counted as dropped (the app asked for it), and makes the
+        /// deletions durable. A directory under an envelope's name is no envelope: it is left alone.
+        func removeAll() throws {
+            try state.withLock { state in
+                while let name = state.names.first {
+                    var status = stat()
+                    let isDirectory = fstatat(directoryFD.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0
+                        && status.st_mode & S_IFMT == S_IFDIR
+                    if !isDirectory { try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path) }
+                    state.names.removeFirst()
+                }
+            }
+            try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
+        }
+
         /// What is stored, by the kind of item each envelope holds (`log`, `span`), and when the oldest
         /// envelope was stored. It reads every envelope: for diagnostics, not a hot path.
         func summary() -> (stored: [String: QueueStats.Stored], oldest: Date?) {

@@ -211,6 +211,21 @@ final class BufferFolder: @unchecked Sendable {
         for name in (try? names()) ?? [] where BufferFile(name: name).map({ $0.claim == nil }) ?? false { remove(name) }
     }
 
+    /// Removes the files that hold items no forward takes any more: what start-up recovery could not
+    /// publish, copies kept after a failed sync, a `flushing` file that could not be published, staged
+    /// envelopes. For `removeAllData`, after a forward; the strategy's own files stay, and so does what
+    /// is not a regular file of ours (never the buffer's).
+    func removeLeftovers() throws {
+        for name in try names() where isOurs(name) {
+            switch BufferFile(name: name) {
+            case .claimed?, .awaitingSync?, .streamFlushing?, .recovered?, .detectedTermination?, .stagedEnvelope?:
+                try FileSystem.remove(name, directoryFD: fd, directoryPath: path)
+            default:
+                continue
+            }
+        }
+    }
+
     /// Makes the folder's entries (new files, removals, renames) durable.
     func sync() throws {
         guard fd.durableSync() == 0 else { throw FileSystem.error("fsync", path) }

@@ -15,6 +15,7 @@ final class MappedFile {
     let base: UnsafeMutableRawPointer
     let size: Int
     let descriptor: FileDescriptor
+    let path: String
 
     /// The file system of `path` may look for new space when a page of the mapping is stored into (see
     /// `tb_file_overwrites_in_place`): a full disk would raise SIGBUS in the storing thread, a nearly full one
@@ -47,7 +48,13 @@ final class MappedFile {
             throw error
         }
         self.size = size
+        self.path = path
         descriptor = fd
+    }
+
+    /// Writes the mapping's changed pages to the file on disk and waits for it.
+    func sync() throws {
+        guard msync(base, size, MS_SYNC) == 0 else { throw FileSystem.error("msync", path) }
     }
 
     deinit {

@@ -78,6 +78,17 @@ final class RecordRegion {
         UnsafeRawBufferPointer(start: base + RecordFraming.headerSize, count: recordBytes)
     }
 
+    /// Zeroes the bytes past the committed records (those of records a reset cut off). Its owner's
+    /// appends must wait; readers, which stop at the committed length, need not. Stores into a mapping
+    /// need no new disk space (see `MappedFile`).
+    func zeroUnused() {
+        let committed = recordBytes
+        (base + RecordFraming.headerSize + committed).initializeMemory(as: UInt8.self, repeating: 0, count: recordCapacity - committed)
+    }
+
+    /// Writes a mapped region's pages to disk (nothing to do for heap memory).
+    func sync() throws { try mapping?.sync() }
+
     /// Records the publication marker (a plain store for memory's sake: it must survive process death,
     /// not power loss), unless the crash handler has claimed the region.
     ///

@@ -32,6 +32,10 @@ protocol BufferStrategy: AnyObject, Sendable {
     func forward(everything: Bool)
     /// Rejects every later item, then publishes everything held. Background queue.
     func close()
+    /// Clears what the strategy's files still hold of items it forwarded (for `removeAllData`, after a
+    /// forward), durably: waits for deferred syncs and overwrites the bytes past the lists' records.
+    /// Background queue.
+    func scrub() throws
     /// Whether nothing is held (so the flush timer may stop).
     var isEmpty: Bool { get }
     /// Items held that are not yet envelopes.
@@ -43,4 +47,7 @@ protocol BufferStrategy: AnyObject, Sendable {
 
 extension BufferStrategy {
     func batchStarted() {}
+
+    /// Nothing to clear: the strategy's forwarded files are gone once the forward returns.
+    func scrub() {}
 }

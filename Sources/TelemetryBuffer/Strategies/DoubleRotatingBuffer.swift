@@ -229,6 +229,14 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         io.sync { ioTimer.schedule(deadline: .distantFuture) }
     }
 
+    /// Waits for the sync that empties the retired IO caches, then zeroes the lists past their records
+    /// (a forward leaves the published items' bytes there) and writes them to disk.
+    func scrub() throws {
+        syncs.sync {}
+        regions.zeroUnused()
+        for list in lists { try list.sync() }
+    }
+
     var isEmpty: Bool { regions.isEmpty }
 
     var bufferedItems: Int { regions.itemCount }

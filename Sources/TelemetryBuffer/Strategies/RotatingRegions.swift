@@ -132,6 +132,13 @@ final class RotatingRegions: @unchecked Sendable {
         }
     }
 
+    /// Zeroes both regions past their records (appends wait meanwhile).
+    func zeroUnused() {
+        state.withLock { _ in
+            for region in [first, second] { region.zeroUnused() }
+        }
+    }
+
     /// Region 0 or 1.
     func region(_ index: Int) -> RecordRegion { index == 0 ? first : second }
 

@@ -38,6 +38,8 @@ final class Uploader: @unchecked Sendable {
     private var failures = 0
     /// Identifies the latest scheduled wake-up; an earlier one that fires later does nothing.
     private var wake = 0
+    /// While not empty, no request starts.
+    private var holds: Set<Hold> = []
 
     init(files: FileTransport, client: any HTTPClient, options: UploadOptions, dsn: DSN, sdkName: String,
          sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics,
@@ -60,6 +62,29 @@ final class Uploader: @unchecked Sendable {
 
     /// Sets what to call when the server refuses the DSN for good.
     func onStop(_ body: @escaping @Sendable (UploadStop) -> Void) { stopped.withLock { $0 = body } }
+
+    /// Why uploads are held: data collection is not granted, or `removeAllData` runs.
+    enum Hold: Hashable { case consent, removal }
+
+    /// Holds uploads for `reason`, or ends that hold. Once a hold returns, no request starts until every
+    /// hold has ended; one already under way completes. The last release sends what is stored now.
+    func hold(_ reason: Hold, _ on: Bool) {
+        queue.sync {
+            if on { holds.insert(reason) } else { holds.remove(reason) }
+            switch (holds.isEmpty, state) {
+            case (false, .idle), (false, .rateLimited), (false, .backingOff), (false, .coolingOff):
+                set(.awaitingConsent)
+            case (true, .awaitingConsent):
+                set(.idle)
+                schedule(after: 0)
+            default:
+                break
+            }
+        }
+    }
+
+    /// Returns once the uploader has done what was queued before the call (for tests).
+    func waitForQueuedWork() { queue.sync {} }
 
     /// Starts draining now unless the uploader is waiting out a failure or has stopped (a rate-limit
     /// wait is cut short: the new envelope may be of another category).
@@ -106,6 +131,7 @@ final class Uploader: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed.withLock({ $0 }) else { return }
         if case .stopped = state { return }
+        guard holds.isEmpty else { return set(.awaitingConsent) }
         let now = clock.now()
         var limitedUntil: Date?
         for url in files.storedEnvelopes() {

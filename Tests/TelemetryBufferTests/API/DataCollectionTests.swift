@@ -1,0 +1,231 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// Consent (`DataCollection`) and `removeAllData()`: against a real HTTP server on 127.0.0.1, real files,
+/// and a child process killed with SIGKILL.
+final class DataCollectionTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private func dsn(_ server: TestServer) -> String { "http://publickey@127.0.0.1:\(server.port)/42" }
+
+    private func uploading(_ server: TestServer, _ configure: (inout Options) -> Void = { _ in }) throws -> TelemetryBuffer {
+        try TelemetryBuffer(options: testOptions(directory) {
+            $0.dsn = dsn(server)
+            $0.upload = true
+            $0.maxCachedEnvelopes = 1000
+            $0.uploadOptions.pacing = 0.001
+            configure(&$0)
+        })
+    }
+
+    /// Every log body the server received, in order.
+    private func sentBodies(_ server: TestServer) throws -> [String] {
+        try server.requests.withLock { $0 }.flatMap { request in
+            try WalkedEnvelope(request.body).items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
+        }
+    }
+
+    /// The regular files under `folder` (recursively) whose bytes contain `marker`.
+    private func files(under folder: URL, containing marker: String) -> [String] {
+        let needle = Data(marker.utf8)
+        let enumerator = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])
+        var found: [String] = []
+        while let url = enumerator?.nextObject() as? URL {
+            guard (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true,
+                  let data = try? Data(contentsOf: url), data.range(of: needle) != nil else { continue }
+            found.append(url.path.replacingOccurrences(of: folder.path, with: ""))
+        }
+        return found
+    }
+
+    func testPendingStoresWithoutSendingAndGrantingSendsEverythingOnce() throws {
+        let server = try TestServer(script: TestServer.sequence([]))
+        defer { server.stop() }
+        let buffer = try uploading(server) { $0.dataCollection = .pending }
+        XCTAssertEqual(buffer.dataCollection, .pending)
+        for index in 0..<5 { XCTAssertTrue(buffer.add(log: .test("waiting \(index)"))) }
+        buffer.flush()
+        buffer.waitForBackgroundWork()  // the uploader has seen the stored envelope
+        XCTAssertEqual(buffer.stats().upload, .awaitingConsent)
+        XCTAssertEqual(server.requests.withLock { $0.count }, 0, "nothing is sent while pending")
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).count, 5, "stored meanwhile")
+
+        buffer.setDataCollection(.granted)
+        eventually { server.requests.withLock { $0.count } == 1 && buffer.stats().upload == .idle }
+        XCTAssertEqual(try sentBodies(server), (0..<5).map { "waiting \($0)" }, "everything stored, once")
+        XCTAssertTrue(buffer.add(log: .test("later")))
+        buffer.flush()
+        eventually { server.requests.withLock { $0.count } == 2 }
+        XCTAssertEqual(try sentBodies(server).last, "later")
+
+        // Back to pending: stored again, not sent.
+        buffer.setDataCollection(.pending)
+        XCTAssertTrue(buffer.add(log: .test("held again")))
+        buffer.flush()
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(server.requests.withLock { $0.count }, 2)
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["held again"])
+        buffer.close()
+    }
+
+    func testRevokingRefusesItemsAndRemovesEverythingStoredWithEveryStrategy() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            directory.remove()
+            directory = folder
+            let server = try TestServer(script: TestServer.sequence([]))
+            defer { server.stop() }
+            let buffer = try uploading(server) {
+                $0.dataCollection = .pending
+                $0.strategy = strategy
+                $0.maxLogsPerBatch = 10
+            }
+            // Envelopes on disk (several forwards), and items still in the lists.
+            for index in 0..<35 { buffer.add(log: .test("secret \(index)")) }
+            buffer.add(span: .test("secret span", trace: TraceID(high: 3, low: 4)))
+            buffer.waitForBackgroundWork()
+            XCTAssertFalse(files(under: folder.url, containing: "secret ").isEmpty, "\(strategy): stored before")
+
+            buffer.setDataCollection(.revoked)
+            XCTAssertEqual(buffer.dataCollection, .revoked)
+            XCTAssertFalse(buffer.add(log: .test("secret refused")), "\(strategy)")
+            XCTAssertFalse(buffer.add(span: .test("secret refused", trace: TraceID(high: 3, low: 4))), "\(strategy)")
+            buffer.waitForBackgroundWork()
+            XCTAssertEqual(files(under: folder.url, containing: "secret "), [], "\(strategy): nothing left in any file")
+            XCTAssertEqual(try walkEnvelopes(in: buffer.envelopesDirectory).count, 0, "\(strategy)")
+            XCTAssertEqual(buffer.stats().drops, [:], "\(strategy): refusals are configuration, not drops")
+
+            buffer.setDataCollection(.granted)
+            XCTAssertTrue(buffer.add(log: .test("after")), "\(strategy)")
+            buffer.flush()
+            eventually { server.requests.withLock { $0.count } == 1 }
+            buffer.waitForBackgroundWork()
+            XCTAssertEqual(try sentBodies(server), ["after"], "\(strategy): nothing revoked is ever sent")
+            buffer.close()
+        }
+    }
+
+    func testRemoveAllDataAfterAKillLeavesNothingOfThatRunToSend() throws {
+        let server = try TestServer(script: TestServer.sequence([]))
+        defer { server.stop() }
+        // A run killed mid-way, leaving items in its lists and envelopes on disk.
+        let killed = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", dsn(server), "--count", "10000000",
+                                   "--max-envelopes", "100000"], killAfter: 400_000)
+        XCTAssertEqual(killed.status, -SIGKILL, killed.errors)
+        XCTAssertTrue(killed.output.contains("ack "), "the child added items before the kill")
+
+        let buffer = try uploading(server) { $0.dataCollection = .pending }
+        XCTAssertGreaterThan(buffer.recovery.items, 0, "recovery found the killed run's items")
+        XCTAssertFalse(files(under: directory.url, containing: #""item "#).isEmpty)
+        try buffer.removeAllData()
+        XCTAssertEqual(files(under: directory.url, containing: #""item "#), [], "durable when it returns")
+        XCTAssertEqual(buffer.dataCollection, .pending, "the consent does not change")
+
+        buffer.setDataCollection(.granted)
+        XCTAssertTrue(buffer.add(log: .test("fresh")))
+        buffer.flush()
+        eventually { server.requests.withLock { $0.count } == 1 }
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(try sentBodies(server), ["fresh"])
+        buffer.close()
+    }
+
+    func testRevokedAtStartRemovesWhatEarlierRunsStored() throws {
+        let earlier = try TelemetryBuffer(options: testOptions(directory))
+        for index in 0..<3 { earlier.add(log: .test("earlier \(index)")) }
+        earlier.flush()
+        earlier.add(log: .test("earlier, unflushed"))
+        earlier.close()
+        XCTAssertFalse(files(under: directory.url, containing: "earlier").isEmpty)
+
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.dataCollection = .revoked })
+        XCTAssertFalse(buffer.add(log: .test("refused")))
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(files(under: directory.url, containing: "earlier"), [])
+        buffer.close()
+    }
+
+    func testRemoveAllDataLeavesWhatIsNotTheBuffersAlone() throws {
+        let options = testOptions(directory)
+        let envelopes = directory.url.appendingPathComponent(SHA1.hex(options.dsn.utf8)).appendingPathComponent("envelopes")
+        let directoryEnvelope = envelopes.appendingPathComponent("0000000000000001-000000-00000000.envelope")
+        try FileManager.default.createDirectory(at: directoryEnvelope, withIntermediateDirectories: true)
+        let buffer = try TelemetryBuffer(options: options)
+        buffer.add(log: .test("secret"))
+        buffer.flush()
+        buffer.add(log: .test("secret, held"))
+        // Foreign things under names of the buffer's files: a link out of the folder, a directory, a FIFO.
+        let outside = directory.url.appendingPathComponent("outside")
+        try Data("secret outside".utf8).write(to: outside)
+        let folder = buffer.directory.appendingPathComponent("telemetry-buffer")
+        try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent("awaiting-sync-7"), withDestinationURL: outside)
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("recovered"), withIntermediateDirectories: false)
+        XCTAssertEqual(mkfifo(folder.appendingPathComponent("flushing").path, 0o600), 0)
+
+        try buffer.removeAllData()
+        XCTAssertEqual(files(under: directory.url, containing: "secret"), ["/outside"], "only the file no link is followed to")
+        for leftAlone in [folder.appendingPathComponent("awaiting-sync-7"), folder.appendingPathComponent("recovered"),
+                          folder.appendingPathComponent("flushing"), directoryEnvelope] {
+            XCTAssertNotNil(try? FileManager.default.attributesOfItem(atPath: leftAlone.path), leftAlone.lastPathComponent)
+        }
+        buffer.close()
+    }
+
+    /// A transport whose `send` (on the buffer's queue, mid-forward) removes everything: queued, not run
+    /// inside the forward (which would delete that forward's copies under it), and never a deadlock.
+    func testRemoveAllDataFromTheBuffersOwnQueueIsQueuedBehindTheForward() throws {
+        final class Removing: Transport, @unchecked Sendable {
+            weak var buffer: TelemetryBuffer?
+            let bodies = Locked<[String]>([])
+            func send(_ envelope: Envelope) throws {
+                bodies.withLock { $0 += (try? WalkedEnvelope(envelope.bytes))?.elements.compactMap { $0["body"] as? String } ?? [] }
+                try buffer?.removeAllData()
+            }
+        }
+        let transport = Removing()
+        let problems = Locked<[String]>([])
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.transport = transport
+            $0.diagnosticHandler = { diagnostic in
+                if diagnostic.level != .info { problems.withLock { $0.append("\(diagnostic)") } }
+            }
+        })
+        transport.buffer = buffer
+        for round in 0..<3 {
+            XCTAssertTrue(buffer.add(log: .test("round \(round)")))
+            buffer.flush()
+            buffer.waitForBackgroundWork()
+        }
+        XCTAssertEqual(transport.bodies.withLock { $0 }, ["round 0", "round 1", "round 2"])
+        buffer.close()
+        Diagnostics.drain()
+        XCTAssertEqual(problems.withLock { $0 }, [])
+    }
+
+    func testRemoveAllDataKeepsItemsFromACustomTransportAndKeepsTakingItems() throws {
+        final class Recording: Transport, @unchecked Sendable {
+            let bodies = Locked<[String]>([])
+            func send(_ envelope: Envelope) throws {
+                let walked = try WalkedEnvelope(envelope.bytes)
+                bodies.withLock { $0 += walked.elements.compactMap { $0["body"] as? String } }
+            }
+        }
+        let transport = Recording()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.transport = transport })
+        buffer.add(log: .test("removed"))
+        try buffer.removeAllData()
+        XCTAssertEqual(transport.bodies.withLock { $0 }, [], "what the buffer held never reaches the transport")
+        XCTAssertTrue(buffer.add(log: .test("kept")))
+        buffer.flush()
+        XCTAssertEqual(transport.bodies.withLock { $0 }, ["kept"])
+        buffer.close()
+        XCTAssertThrowsError(try buffer.removeAllData()) { error in
+            guard case TelemetryBufferError.closed = error else { return XCTFail("\(error)") }
+        }
+    }
+}
