@@ -9,9 +9,10 @@ let package = Package(
         .executable(name: "telemetry-demo", targets: ["telemetry-demo"]),
     ],
     targets: [
-        // What Swift cannot do: promise async-signal-safety (the crash handler, the atomics it reads) and
-        // reach the CPU's CRC-32C and vector instructions (checksums, the scan of JSON strings).
-        .target(name: "CTelemetrySignals"),
+        // What Swift cannot do: promise async-signal-safety (the crash handler, the atomics it reads),
+        // reach the CPU's CRC-32C and vector instructions (checksums, the scan of JSON strings), and load
+        // the system's zlib at run time (gzip of uploads; `dlopen` is in libdl before glibc 2.34).
+        .target(name: "CTelemetrySignals", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // Failpoints (test hooks that kill, crash or stall the process at a named step) exist in debug
         // builds only: a release build of the library reads no such variable from the environment.
         .target(name: "TelemetryBuffer", dependencies: ["CTelemetrySignals"],

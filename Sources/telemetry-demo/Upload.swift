@@ -26,6 +26,7 @@ enum Upload {
         buffer.close()
         let left = stats.stored.values.reduce(0) { $0 + $1.envelopes }
         print("upload: \(left) envelopes left; uploader \(stats.upload)")
+        print("upload: \(stats.bytesSent) bytes sent; gzip saved \(stats.bytesSavedByGzip)")
         if left > 0 { exit(1) }
     }
 }

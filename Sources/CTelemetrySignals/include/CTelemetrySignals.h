@@ -187,4 +187,11 @@ uint32_t tb_crc32c(uint32_t crc, const void *bytes, size_t count);
 /// being scratch for the caller to overwrite.
 size_t tb_json_copy_clean(uint8_t *destination, const uint8_t *source, size_t count);
 
+/// Whether `tb_gzip` can compress: the system's zlib could be loaded (once, on the first call).
+int tb_gzip_available(void);
+
+/// Compresses `count` bytes of `source` into one gzip member at `destination` (room for `capacity`
+/// bytes) with zlib's default level. Returns its length, or 0 when zlib is missing or it does not fit.
+size_t tb_gzip(const uint8_t *source, size_t count, uint8_t *destination, size_t capacity);
+
 #endif

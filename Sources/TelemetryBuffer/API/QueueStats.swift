@@ -55,6 +55,11 @@ extension TelemetryBuffer {
         public var drops: [String: Int]
         /// What the uploader is doing.
         public var upload: UploadState
+        /// Request body bytes the uploader sent since the buffer started, every attempt counted as sent
+        /// (gzip-compressed where that was smaller).
+        public var bytesSent = 0
+        /// The bytes gzip saved on those requests (what they would have been, less what was sent).
+        public var bytesSavedByGzip = 0
     }
 }
 

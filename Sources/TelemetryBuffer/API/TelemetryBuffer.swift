@@ -443,8 +443,10 @@ public final class TelemetryBuffer: Sendable {
         let drops = (reports.totals()?.entries ?? []).reduce(into: [String: Int]()) {
             $0["\($1.reason.rawValue)/\($1.category.rawValue)"] = $1.quantity
         }
+        let transferred = uploader?.transferred ?? (sent: 0, saved: 0)
         return QueueStats(stored: stored, oldestEnvelopeAge: oldest.map { Date().timeIntervalSince($0) },
-                          bufferedItems: strategy.bufferedItems, drops: drops, upload: uploader?.state ?? .disabled)
+                          bufferedItems: strategy.bufferedItems, drops: drops, upload: uploader?.state ?? .disabled,
+                          bytesSent: transferred.sent, bytesSavedByGzip: transferred.saved)
     }
 
     /// Call when the app moves to the background: forwards everything and stops the timer, without

@@ -51,6 +51,9 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// deferred sync, a FileStreamCache's publication after its marker says `captured`.
     case syncFails = "sync.fails"
 
+    /// The system's zlib is missing (as on a system without it): request bodies go uncompressed.
+    case zlibMissing = "zlib.missing"
+
     /// What an armed step does when reached.
     enum Action: String, Sendable {
         case kill, segv, hold
@@ -104,6 +107,9 @@ enum Failpoint: String, CaseIterable, Sendable {
         tb_crash_test_pause(strdup(path), 500)
         #endif
     }()
+
+    /// Whether this failpoint is armed (for a step that is skipped rather than failed).
+    var isArmed: Bool { armed != nil }
 
     /// Throws an I/O error (`EIO`) for `path` if this failpoint is armed.
     func failIfArmed(_ operation: String, _ path: String) throws {

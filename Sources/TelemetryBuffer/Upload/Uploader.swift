@@ -34,6 +34,8 @@ final class Uploader: @unchecked Sendable {
     private let requests = DispatchGroup()
     /// The state, read by `stats` from any thread; written on `queue`, and by `close()`.
     private let current = Locked(UploadState.idle)
+    /// Request body bytes sent, and the bytes gzip saved on them.
+    private let volume = Locked((sent: 0, saved: 0))
     // Touched only on `queue`.
     private var failures = 0
     /// Identifies the latest scheduled wake-up; an earlier one that fires later does nothing.
@@ -59,6 +61,9 @@ final class Uploader: @unchecked Sendable {
     }
 
     var state: UploadState { current.withLock { $0 } }
+
+    /// Request body bytes sent so far (every attempt, as sent), and the bytes gzip saved on them.
+    var transferred: (sent: Int, saved: Int) { volume.withLock { $0 } }
 
     /// Sets what to call when the server refuses the DSN for good.
     func onStop(_ body: @escaping @Sendable (UploadStop) -> Void) { stopped.withLock { $0 = body } }
@@ -176,8 +181,14 @@ final class Uploader: @unchecked Sendable {
     private func send(_ url: URL, _ bytes: [UInt8], now: Date) {
         set(.sending)
         let report = reports.take()
-        let request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
+        var request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
                                   timeout: options.requestTimeout)
+        let size = request.body.count
+        if let compressed = Gzip.compress(request.body) {
+            request.body = compressed
+            request.headers.append(("Content-Encoding", "gzip"))
+        }
+        volume.withLock { $0.sent += request.body.count; $0.saved += size - request.body.count }
         // The queue does not wait for the response: `close()` waits for a request under way only so long,
         // and a client that never calls back stalls only the upload, not the buffer.
         requests.enter()

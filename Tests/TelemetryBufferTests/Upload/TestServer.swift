@@ -13,7 +13,10 @@ final class TestServer: @unchecked Sendable {
         var method: String
         var path: String
         var headers: [String: String]
+        /// The body, decompressed if it came with `Content-Encoding: gzip`.
         var body: [UInt8]
+        /// The body's length as it came over the wire.
+        var wireBytes = 0
     }
 
     enum Answer: Sendable {
@@ -100,6 +103,12 @@ final class TestServer: @unchecked Sendable {
             return
         }
         guard readBody(connection, &request, upTo: length) else { return }
+        request.wireBytes = request.body.count
+        if request.headers["content-encoding"] == "gzip" {
+            if let plain = Self.gunzip(request.body) { request.body = plain } else {
+                violations.withLock { $0.append("request \(index): a body that gzip cannot decompress") }
+            }
+        }
         requests.withLock { $0[index] = request }
         if let problem = check(request) { violations.withLock { $0.append("request \(index): \(problem)") } }
         switch script(request, index) {
@@ -113,6 +122,33 @@ final class TestServer: @unchecked Sendable {
         case .hang(let seconds):
             usleep(useconds_t(seconds * 1_000_000))
         }
+    }
+
+    /// `bytes` decompressed by the system's `gzip` (not the library's zlib: an independent check), or
+    /// `nil` if it fails. Bounded by a deadline.
+    static func gunzip(_ bytes: [UInt8]) -> [UInt8]? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/gzip")
+        process.arguments = ["-dc"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        let collected = Locked(Data())
+        let drained = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            collected.withLock { $0 = output.fileHandleForReading.readDataToEndOfFile() }
+            drained.signal()
+        }
+        input.fileHandleForWriting.write(Data(bytes))
+        try? input.fileHandleForWriting.close()
+        guard drained.wait(timeout: .now() + 20) == .success else {
+            process.terminate()
+            return nil
+        }
+        process.waitUntilExit()
+        return process.terminationStatus == 0 ? Array(collected.withLock { $0 }) : nil
     }
 
     private func write(_ connection: Int32, _ text: String) {

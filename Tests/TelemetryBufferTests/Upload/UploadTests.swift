@@ -85,6 +85,51 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// Bodies of at least `Gzip.threshold` bytes go gzip-compressed (the server decompresses each with the
+    /// system's `gzip` and walks it), smaller ones as they are; the stats count both.
+    func testLargeBodiesAreSentGzippedAndSmallOnesAsTheyAre() throws {
+        let server = try server()
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.maxLogsPerBatch = 100 }
+        buffer.add(log: Log(level: .info, body: "s", traceID: TraceID(high: 1, low: 1)))
+        buffer.flush()
+        for index in 0..<100 {
+            buffer.add(log: .test("Checkout \"express\" finished for order \(7000 + index) after 3 retries",
+                                  attributes: ["http.route": "/checkout", "http.status_code": 200, "cache.hit": true]))
+        }
+        buffer.flush()
+        eventually { server.requests.withLock { $0.count } == 2 && stored(buffer) == 0 }
+        let requests = server.requests.withLock { $0 }
+        XCTAssertLessThan(requests[0].body.count, Gzip.threshold)
+        XCTAssertNil(requests[0].headers["content-encoding"], "a small body goes as it is")
+        XCTAssertEqual(requests[0].wireBytes, requests[0].body.count)
+        XCTAssertEqual(requests[1].headers["content-encoding"], "gzip")
+        XCTAssertEqual(try WalkedEnvelope(requests[1].body).elements.count, 100, "decompressed and walked")
+        XCTAssertLessThan(requests[1].wireBytes * 4, requests[1].body.count, "typical logs compress well")
+        print("gzip: \(requests[1].body.count) bytes of 100 logs sent as \(requests[1].wireBytes)")
+        let stats = buffer.stats()
+        XCTAssertEqual(stats.bytesSent, requests.reduce(0) { $0 + $1.wireBytes })
+        XCTAssertEqual(stats.bytesSavedByGzip, requests[1].body.count - requests[1].wireBytes)
+        buffer.close()
+    }
+
+    /// Without zlib (the failpoint stands in for a system that has none) the demo still uploads, uncompressed.
+    func testWithoutZlibBodiesGoUncompressed() throws {
+        let server = try server()
+        defer { server.stop() }
+        let stress = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", dsn(server), "--count", "30"])
+        XCTAssertEqual(stress.status, 0, stress.errors)
+        let upload = try Demo.run(["upload", "--dir", directory.url.path, "--dsn", dsn(server), "--timeout", "20"],
+                                  failing: .zlibMissing)
+        XCTAssertEqual(upload.status, 0, upload.output + upload.errors)
+        let requests = server.requests.withLock { $0 }
+        XCTAssertEqual(requests.count, 1)
+        XCTAssertGreaterThan(requests[0].body.count, Gzip.threshold)
+        XCTAssertNil(requests[0].headers["content-encoding"])
+        XCTAssertEqual(try WalkedEnvelope(requests[0].body).elements.count, 30)
+        XCTAssertTrue(upload.output.contains("gzip saved 0"), upload.output)
+    }
+
     func testTheBackoffScheduleDoublesWithJitterThenCoolsOff() {
         var options = UploadOptions()
         XCTAssertEqual(options.backoffBase, 3)
@@ -354,6 +399,10 @@ final class UploadTests: XCTestCase {
         let again = try Demo.run(["upload", "--dir", directory.url.path, "--dsn", dsn, "--timeout", "20"])
         XCTAssertEqual(again.status, 0, again.output + again.errors)
         XCTAssertTrue(again.output.contains("→ 200"), again.output)
+        let volume = again.output.split(separator: "\n").first { $0.contains("bytes sent; gzip saved") }
+            .map { $0.split(separator: " ").compactMap { Int($0) } }
+        XCTAssertEqual(volume?.count, 2, again.output)
+        XCTAssertGreaterThan(volume?.last ?? 0, 0, "the demo's upload compresses: \(again.output)")
         let requests = server.requests.withLock { $0 }
         XCTAssertEqual(requests.count, 2, "the held request, and one resend")
         XCTAssertEqual(requests[0].body.split(separator: 0x0A).dropFirst(), requests[1].body.split(separator: 0x0A).dropFirst(),
