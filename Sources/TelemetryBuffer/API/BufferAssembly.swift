@@ -55,7 +55,7 @@ struct BufferAssembly: Sendable {
         } else {
             let stored = try FileTransport(
                 directory: directory.appendingPathComponent("envelopes", isDirectory: true),
-                maxEnvelopes: options.maxCachedEnvelopes, maxAge: options.maxEnvelopeAge,
+                maxEnvelopes: options.maxCachedEnvelopes, maxBytes: options.maxCacheBytes, maxAge: options.maxEnvelopeAge,
                 reports: reports, diagnostics: diagnostics)
             (files, outbox) = (stored, GatedOutbox(stored))
         }

@@ -40,8 +40,12 @@ extension TelemetryBuffer {
         /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed: the window of
         /// items a power loss can take; in [0.001, 10] seconds.
         public var ioSyncInterval: TimeInterval = 0.1
-        /// Envelopes kept on disk; storing one more evicts the oldest (`cache_overflow`). At least 1.
+        /// Envelopes kept on disk; storing one more evicts the least important: the lowest highest log
+        /// level (a span envelope counts as `info`), the oldest of those (`cache_overflow`). At least 1.
         public var maxCachedEnvelopes = 30
+        /// Bytes of envelopes kept on disk; storing more evicts, like `maxCachedEnvelopes`, the least
+        /// important first (`cache_overflow`). At least `maxBatchBytes`: an envelope holds up to that.
+        public var maxCacheBytes = 10 << 20
         /// Envelopes older than this are removed when a buffer starts. More than 0.
         public var maxEnvelopeAge: TimeInterval = 7 * 24 * 3600
         /// The SDK name, sent in envelope headers and as the `sentry.sdk.name` attribute.
@@ -132,6 +136,8 @@ extension TelemetryBuffer {
             try check(ioSyncInterval >= 0.001 && ioSyncInterval <= 10, "ioSyncInterval",
                       "must be 0.001...10 seconds, not \(ioSyncInterval)")
             try check(maxCachedEnvelopes >= 1, "maxCachedEnvelopes", "must be at least 1, not \(maxCachedEnvelopes)")
+            try check(maxCacheBytes >= maxBatchBytes, "maxCacheBytes",
+                      "must be at least maxBatchBytes (\(maxBatchBytes)), not \(maxCacheBytes)")
             try check(maxEnvelopeAge > 0, "maxEnvelopeAge", "must be more than 0 seconds, not \(maxEnvelopeAge)")
             try check(tracesSampleRate > 0 && tracesSampleRate <= 1, "tracesSampleRate",
                       "must be more than 0 and at most 1, not \(tracesSampleRate)")

@@ -6,19 +6,29 @@ extension TelemetryBuffer {
     /// Each envelope is written atomically and durably (temporary file in the folder → `fsync` → `rename`
     /// → `fsync` of the folder), so a reader never sees a partial envelope and a stored envelope survives
     /// power loss. File names sort by age: `<µs since 1970, 16 digits>-<counter>-<random>.envelope`.
-    /// At most `maxEnvelopes` are kept: storing one more evicts the oldest, and its items are counted as
-    /// `cache_overflow`. Envelopes older than `maxAge` and temporary files left by a crash are removed when
-    /// the transport opens the folder.
+    /// At most `maxEnvelopes` envelopes and `maxBytes` bytes are kept. Beyond either, the least important
+    /// envelope goes first: the one whose highest log level is lowest (a span envelope counts as `info`),
+    /// the oldest of those; its items are counted as `cache_overflow`. Upload order stays oldest first.
+    /// Envelopes older than `maxAge` and temporary files left by a crash are removed when the transport
+    /// opens the folder.
     public final class FileTransport: Transport, Outbox, @unchecked Sendable {
         /// The folder holding the envelopes.
         public let directory: URL
         private let directoryFD: FileDescriptor
         private let maxEnvelopes: Int
+        private let maxBytes: Int
         private let reports: ClientReportRecorder?
         private let diagnostics: Diagnostics
-        /// Stored file names, oldest first, and the counter of the next name. Guarded by the lock; writes of
+        /// A stored envelope file.
+        private struct Stored {
+            var name: String
+            var bytes: Int
+            /// Its eviction rank (see `rank(of:)`), read from the file when an eviction first compares it.
+            var rank: Int?
+        }
+        /// Stored envelopes, oldest first, and the counter of the next name. Guarded by the lock; writes of
         /// one transport are also serialised by it, so the list always matches the folder.
-        private let state: Locked<(names: [String], counter: UInt64)>
+        private let state: Locked<(stored: [Stored], counter: UInt64)>
         /// Called after each envelope is stored (the uploader starts draining).
         private let stored = Locked<(@Sendable () -> Void)?>(nil)
 
@@ -26,34 +36,40 @@ extension TelemetryBuffer {
         private static let temporarySuffix = ".tmp"
 
         /// Opens (creating if needed) `directory`, removes expired envelopes and leftovers of interrupted
-        /// writes, and keeps at most `maxEnvelopes`.
+        /// writes, and keeps at most `maxEnvelopes` envelopes and `maxBytes` bytes.
         ///
         /// - Parameters:
         ///   - directory: The folder; created `0700` if missing.
-        ///   - maxEnvelopes: How many envelopes are kept; storing one more evicts the oldest.
+        ///   - maxEnvelopes: How many envelopes are kept; storing one more evicts the least important.
+        ///   - maxBytes: How many bytes of envelopes are kept; storing more evicts the least important.
         ///   - maxAge: Seconds after which a stored envelope is removed when the folder is opened.
         /// - Throws: `TelemetryBufferError` for a folder that cannot be created or opened, or
-        ///   `invalidOption` for `maxEnvelopes` below 1.
-        public convenience init(directory: URL, maxEnvelopes: Int = 30, maxAge: TimeInterval = 7 * 24 * 3600) throws {
-            try self.init(directory: directory, maxEnvelopes: maxEnvelopes, maxAge: maxAge, reports: nil,
-                          diagnostics: Diagnostics(handler: nil))
+        ///   `invalidOption` for `maxEnvelopes` or `maxBytes` below 1.
+        public convenience init(directory: URL, maxEnvelopes: Int = 30, maxBytes: Int = 10 << 20,
+                                maxAge: TimeInterval = 7 * 24 * 3600) throws {
+            try self.init(directory: directory, maxEnvelopes: maxEnvelopes, maxBytes: maxBytes, maxAge: maxAge,
+                          reports: nil, diagnostics: Diagnostics(handler: nil))
         }
 
-        init(directory: URL, maxEnvelopes: Int, maxAge: TimeInterval, reports: ClientReportRecorder?,
-             diagnostics: Diagnostics) throws {
+        init(directory: URL, maxEnvelopes: Int, maxBytes: Int = 10 << 20, maxAge: TimeInterval,
+             reports: ClientReportRecorder?, diagnostics: Diagnostics) throws {
             guard maxEnvelopes >= 1 else {
                 throw TelemetryBufferError.invalidOption(name: "maxCachedEnvelopes", reason: "must be at least 1")
+            }
+            guard maxBytes >= 1 else {
+                throw TelemetryBufferError.invalidOption(name: "maxCacheBytes", reason: "must be at least 1")
             }
             try FileSystem.makeDirectory(directory)
             self.directory = directory
             self.maxEnvelopes = maxEnvelopes
+            self.maxBytes = maxBytes
             self.reports = reports
             self.diagnostics = diagnostics
             directoryFD = try FileSystem.openDirectory(directory)
 
             let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
             let now = Date()
-            var names: [String] = []
+            var stored: [Stored] = []
             var expired: [String] = []
             for name in entries {
                 if name.hasPrefix("."), name.hasSuffix(Self.temporarySuffix) {
@@ -63,10 +79,14 @@ extension TelemetryBuffer {
                     let created = Self.creationDate(ofName: name)
                         ?? (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
                         ?? now
-                    if now.timeIntervalSince(created) > maxAge { expired.append(name) } else { names.append(name) }
+                    if now.timeIntervalSince(created) > maxAge {
+                        expired.append(name)
+                    } else {
+                        stored.append(Stored(name: name, bytes: Self.size(of: path)))
+                    }
                 }
             }
-            state = Locked((names.sorted(), 0))
+            state = Locked((stored.sorted { $0.name < $1.name }, 0))
             for name in expired { discard(name, reason: .cacheOverflow, why: "older than maxEnvelopeAge") }
             evictOverflow()
         }
@@ -84,7 +104,7 @@ extension TelemetryBuffer {
                 try FileSystem.writeAtomically(
                     envelope.bytes, name: name, temporaryName: "." + name + Self.temporarySuffix,
                     directoryFD: directoryFD, directoryPath: directory.path)
-                state.names.append(name)
+                state.stored.append(Stored(name: name, bytes: envelope.bytes.count))
             }
             evictOverflow()
             stored.withLock { $0 }?()
@@ -102,7 +122,7 @@ extension TelemetryBuffer {
                     state.counter &+= 1
                     let target = directory.path + "/" + name
                     guard rename(file, target) == 0 else { throw FileSystem.error("rename", target) }
-                    state.names.append(name)
+                    state.stored.append(Stored(name: name, bytes: Self.size(of: target)))
                 }
             }
             evictOverflow()
@@ -116,7 +136,7 @@ extension TelemetryBuffer {
 
         /// Makes every stored envelope and the folder durable.
         func syncStored() throws {
-            try FileSystem.sync(state.withLock { $0.names }, directoryFD: directoryFD, directoryPath: directory.path)
+            try FileSystem.sync(state.withLock { $0.stored.map(\.name) }, directoryFD: directoryFD, directoryPath: directory.path)
         }
 
         /// Sets what to call after each stored envelope.
@@ -126,8 +146,8 @@ extension TelemetryBuffer {
         func remove(_ url: URL, countingAs reason: DiscardReason? = nil, why: String = "") {
             let name = url.lastPathComponent
             let known = state.withLock { state in
-                guard let index = state.names.firstIndex(of: name) else { return false }
-                state.names.remove(at: index)
+                guard let index = state.stored.firstIndex(where: { $0.name == name }) else { return false }
+                state.stored.remove(at: index)
                 return true
             }
             guard known else { return }
@@ -140,12 +160,12 @@ extension TelemetryBuffer {
         /// deletions durable. A directory under an envelope's name is no envelope: it is left alone.
         func removeAll() throws {
             try state.withLock { state in
-                while let name = state.names.first {
+                while let name = state.stored.first?.name {
                     var status = stat()
                     let isDirectory = fstatat(directoryFD.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0
                         && status.st_mode & S_IFMT == S_IFDIR
                     if !isDirectory { try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path) }
-                    state.names.removeFirst()
+                    state.stored.removeFirst()
                 }
             }
             try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
@@ -173,17 +193,64 @@ extension TelemetryBuffer {
 
         /// The stored envelope files, oldest first.
         public func storedEnvelopes() -> [URL] {
-            state.withLock { $0.names }.map { directory.appendingPathComponent($0) }
+            state.withLock { $0.stored.map { directory.appendingPathComponent($0.name) } }
         }
 
+        /// Evicts the least important envelopes until both bounds hold: the lowest rank, the oldest of those.
         private func evictOverflow() {
-            let evicted: [String] = state.withLock { state in
-                let excess = state.names.count - maxEnvelopes
-                guard excess > 0 else { return [] }
-                defer { state.names.removeFirst(excess) }
-                return Array(state.names.prefix(excess))
+            let evicted: [(name: String, why: String)] = state.withLock { state in
+                var evicted: [(name: String, why: String)] = []
+                var bytes = state.stored.reduce(0) { $0.saturatingAdding($1.bytes) }
+                while state.stored.count > maxEnvelopes || (bytes > maxBytes && !state.stored.isEmpty) {
+                    let why = state.stored.count > maxEnvelopes ? "more than maxCachedEnvelopes" : "more than maxCacheBytes"
+                    for index in state.stored.indices where state.stored[index].rank == nil {
+                        state.stored[index].rank = rank(of: state.stored[index].name)
+                    }
+                    // `min` keeps the first of equals: the oldest.
+                    let victim = state.stored.indices.min { state.stored[$0].rank! < state.stored[$1].rank! }!
+                    bytes -= state.stored[victim].bytes
+                    evicted.append((state.stored.remove(at: victim).name, why))
+                }
+                return evicted
             }
-            for name in evicted { discard(name, reason: .cacheOverflow, why: "more than maxCachedEnvelopes") }
+            for envelope in evicted { discard(envelope.name, reason: .cacheOverflow, why: envelope.why) }
+        }
+
+        /// How much an envelope matters when space runs out: the rank of its highest log level (`trace` 1
+        /// … `fatal` 6), `info`'s for an envelope without logs (spans), 0 for one that cannot be read.
+        private func rank(of name: String) -> Int {
+            guard let bytes = FileSystem.contents(of: directory.path + "/" + name, limit: FileSystem.maxEnvelopeBytes),
+                  let envelope = try? EnvelopeReader(bytes)
+            else { return 0 }
+            let levels = envelope.items.filter { $0.type == "log" }.map { Self.highestLevelRank(in: bytes[$0.payload]) }
+            return levels.max() ?? Self.levelRanks["info"]!
+        }
+
+        /// `Log.Level` names by rank.
+        private static let levelRanks = ["trace": 1, "debug": 2, "info": 3, "warn": 4, "error": 5, "fatal": 6]
+
+        /// The highest rank of the `"level":"<name>"` fields in a log item's payload. A body or attribute
+        /// cannot hold that sequence unescaped (its quotes would be `\"`), and an attribute named `level`
+        /// is followed by `{`.
+        private static func highestLevelRank(in payload: ArraySlice<UInt8>) -> Int {
+            let key = Array(#""level":""#.utf8)
+            var highest = 0
+            var index = payload.startIndex
+            while let start = payload[index...].firstIndex(of: key[0]) {
+                index = start + 1
+                guard payload[start...].starts(with: key) else { continue }
+                let nameStart = start + key.count
+                guard let end = payload[nameStart...].firstIndex(of: 0x22) else { break }
+                highest = max(highest, levelRanks[String(decoding: payload[nameStart..<end], as: UTF8.self)] ?? 0)
+                index = end
+            }
+            return highest == 0 ? levelRanks["info"]! : highest
+        }
+
+        /// The size of the file at `path`; 0 if it cannot be read.
+        private static func size(of path: String) -> Int {
+            var status = stat()
+            return lstat(path, &status) == 0 ? Int(status.st_size) : 0
         }
 
         /// Deletes a stored envelope and counts its items as dropped for `reason`.

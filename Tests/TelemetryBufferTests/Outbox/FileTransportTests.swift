@@ -14,10 +14,12 @@ final class FileTransportTests: XCTestCase {
         sampling: .init(publicKey: "k", sampleRate: 1, release: nil, environment: nil, organizationID: nil))
 
     /// A log envelope whose one log's body is `body`.
-    private func envelope(_ body: String) -> Envelope {
+    private func envelope(_ body: String, level: Log.Level = .info) -> Envelope {
         let buffer = ByteBuffer(capacity: 256)
         var writer = JSONWriter(appendingTo: buffer)
-        ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
+        ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(
+            Log(level: level, body: body, traceID: TraceID(high: 1, low: 2), timestamp: Date(timeIntervalSince1970: 1_767_261_600),
+                attributes: ["level": "fatal"]), into: &writer)
         writer.finish()
         return encoder.logs([buffer.bytes]).envelope
     }
@@ -44,6 +46,57 @@ final class FileTransportTests: XCTestCase {
         XCTAssertEqual(report.quantity(.cacheOverflow, .logItem), 2)
         let payloadBytes = try WalkedEnvelope(envelope("e0").bytes).items[0].payload.count
         XCTAssertEqual(report.quantity(.cacheOverflow, .logByte), 2 * payloadBytes)
+    }
+
+    /// Beyond the byte quota the least important envelope goes: the lowest highest level, the oldest of
+    /// those (an attribute named `level` does not count); what stays is uploaded oldest first.
+    func testTheByteQuotaEvictsTheLowestLevelsFirstOldestFirst() throws {
+        let size = envelope("d0", level: .debug).bytes.count
+        let reports = ClientReportRecorder()
+        let transport = try FileTransport(directory: folder, maxEnvelopes: 100, maxBytes: 3 * size + size / 2,
+                                          maxAge: 3600, reports: reports, diagnostics: Diagnostics(handler: nil))
+        try transport.send(envelope("d0", level: .debug))
+        try transport.send(envelope("e0", level: .error))
+        try transport.send(envelope("i0", level: .info))
+        XCTAssertEqual(try bodies(), ["d0", "e0", "i0"], "within the quota")
+        try transport.send(envelope("d1", level: .debug))
+        XCTAssertEqual(try bodies(), ["e0", "i0", "d1"])
+        try transport.send(envelope("i1", level: .info))
+        XCTAssertEqual(try bodies(), ["e0", "i0", "i1"], "the new debug envelope was the least important")
+        try transport.send(envelope("f0", level: .fatal))
+        XCTAssertEqual(try bodies(), ["e0", "i1", "f0"], "the oldest info")
+        XCTAssertEqual(transport.storedEnvelopes().map(\.lastPathComponent),
+                       try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted())
+        XCTAssertEqual(reports.take()?.quantity(.cacheOverflow, .logItem), 3)
+    }
+
+    /// `Options.maxCacheBytes` reaches the buffer's transport, and its evictions are counted.
+    func testABufferKeepsItsByteQuota() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.maxBatchBytes = 4096
+            $0.maxCacheBytes = 8192
+            $0.maxLogsPerBatch = 1
+        })
+        let padding = String(repeating: "x", count: 3000)
+        for (body, level) in [("debug 0", Log.Level.debug), ("error", .error), ("debug 1", .debug)] {
+            XCTAssertTrue(buffer.add(log: Log(level: level, body: body + padding, traceID: TraceID(high: 1, low: 2))))
+            buffer.flush()
+        }
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).map { String($0.prefix(7)) }, ["error" + padding.prefix(2), "debug 1"])
+        XCTAssertEqual(buffer.stats().drops["cache_overflow/log_item"], 1)
+        buffer.close()
+    }
+
+    /// The count limit evicts by the same order; a span envelope counts as `info`.
+    func testTheCountLimitEvictsByLevelAndSpansCountAsInfo() throws {
+        let transport = try FileTransport(directory: folder, maxEnvelopes: 1)
+        let payload = Array(#"{"trace_id":"00000000000000010000000000000002","span_id":"0000000000000003","name":"s"}"#.utf8)
+        let span = payload.withUnsafeBytes { encoder.spans([$0], trace: TraceID(high: 1, low: 2)).envelope }
+        try transport.send(span)
+        try transport.send(envelope("debug", level: .debug))
+        XCTAssertEqual(try walkEnvelopes(in: folder).map { $0.items[0].type }, ["span"], "debug goes before a span")
+        try transport.send(envelope("warn", level: .warn))
+        XCTAssertEqual(try bodies(), ["warn"])
     }
 
     func testOpeningRemovesExpiredEnvelopesAndInterruptedWrites() throws {
