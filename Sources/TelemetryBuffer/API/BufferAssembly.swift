@@ -12,14 +12,18 @@ struct BufferAssembly: Sendable {
     let reports: ClientReportRecorder
     let encoder: ItemEncoder
     let files: FileTransport?
-    /// The transport's outbox behind the gate `removeAllData` diverts.
+    /// The transport's outbox behind the gate `removeAllData` and a revocation divert.
     let outbox: GatedOutbox
+    /// The user's consent, as it changes.
+    let consent: DataCollectionState
     let batcher: EnvelopeBatcher
     let strategy: any BufferStrategy
     let crash: CrashRegistration?
     let queue: DispatchQueue
     let scheduler: FlushScheduler
     let uploader: Uploader?
+    /// Reports the network to the uploader (`nil` without an uploader, or where the system reports nothing).
+    let network: (any NetworkMonitor)?
     /// Whether start-up claimed files of earlier processes (or found staged envelopes) for recovery.
     let claimed: Bool
 
@@ -32,6 +36,7 @@ struct BufferAssembly: Sendable {
         try FileSystem.makeDirectory(options.cacheDirectory)
         directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
         try FileSystem.makeDirectory(directory)
+        try FileSystem.protect(directory, options.fileProtection)
         // A buffer on this DSN that was released without `close()` holds the folder until its final forward.
         LiveBuffers.awaitReleases(of: directory.path)
         folder = try BufferFolder(path: directory.appendingPathComponent(BufferFolder.name).path)
@@ -50,14 +55,15 @@ struct BufferAssembly: Sendable {
         for attribute in DeviceContext.spanAttributes { spanDefaults[attribute.key] = attribute.value }
         encoder = ItemEncoder(logDefaults: logDefaults, spanDefaults: spanDefaults)
 
+        consent = DataCollectionState(options.dataCollection)
         if let custom = options.transport {
-            (files, outbox) = (nil, GatedOutbox(ForwardingOutbox(transport: custom)))
+            (files, outbox) = (nil, GatedOutbox(ForwardingOutbox(transport: custom), consent: consent))
         } else {
             let stored = try FileTransport(
                 directory: directory.appendingPathComponent("envelopes", isDirectory: true),
                 maxEnvelopes: options.maxCachedEnvelopes, maxBytes: options.maxCacheBytes, maxAge: options.maxEnvelopeAge,
                 reports: reports, diagnostics: diagnostics)
-            (files, outbox) = (stored, GatedOutbox(stored))
+            (files, outbox) = (stored, GatedOutbox(stored, consent: consent))
         }
         let envelopes = EnvelopeEncoder(
             dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
@@ -86,6 +92,7 @@ struct BufferAssembly: Sendable {
         } else {
             uploader = nil
         }
+        network = uploader == nil ? nil : options.networkMonitor ?? NetworkMonitors.system()
     }
 
     /// Background queue, first task: dates this process's publications, then runs start-up recovery (on

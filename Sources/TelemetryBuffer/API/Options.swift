@@ -72,6 +72,12 @@ extension TelemetryBuffer {
         public var upload = true
         /// Pacing, backoff, cool-off and timeout of the uploader.
         public var uploadOptions = UploadOptions()
+        /// The data protection class of the buffer's folders and files on Apple platforms (see
+        /// `FileProtection`); `.complete` requires `fileStreamCache` or `flushAll`. Ignored elsewhere.
+        public var fileProtection: FileProtection = .completeUntilFirstUserAuthentication
+        /// On which networks the uploader sends: `.always` (the default), or `.unmeteredOnly`, which waits
+        /// while the network is expensive or constrained (Low Data Mode), as Apple platforms report it.
+        public var uploadPolicy: UploadPolicy = .always
         /// The HTTP client of the uploader; `nil` uses URLSession.
         public var httpClient: (any HTTPClient)?
         /// Where envelopes go; `nil` (the default) stores them with a `FileTransport` in `<DSN folder>/envelopes`,
@@ -109,6 +115,8 @@ extension TelemetryBuffer {
 
         /// The time background work runs on (internal: tests move a clock by hand instead of sleeping).
         var clock: any Clock = SystemClock()
+        /// The network path's reports (internal: tests inject them); `nil` takes the system's, where there is one.
+        var networkMonitor: (any NetworkMonitor)?
 
         /// Options with every default and the given DSN.
         public init(dsn: String) { self.dsn = dsn }
@@ -138,6 +146,8 @@ extension TelemetryBuffer {
             try check(maxCachedEnvelopes >= 1, "maxCachedEnvelopes", "must be at least 1, not \(maxCachedEnvelopes)")
             try check(maxCacheBytes >= maxBatchBytes, "maxCacheBytes",
                       "must be at least maxBatchBytes (\(maxBatchBytes)), not \(maxCacheBytes)")
+            try check(fileProtection != .complete || strategy != .doubleRotatingBuffer, "fileProtection",
+                      "complete makes the mapped lists unreadable while the device is locked: use fileStreamCache or flushAll, or completeUntilFirstUserAuthentication")
             try check(maxEnvelopeAge > 0, "maxEnvelopeAge", "must be more than 0 seconds, not \(maxEnvelopeAge)")
             try check(tracesSampleRate > 0 && tracesSampleRate <= 1, "tracesSampleRate",
                       "must be more than 0 and at most 1, not \(tracesSampleRate)")

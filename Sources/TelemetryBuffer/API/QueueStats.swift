@@ -15,8 +15,8 @@ extension TelemetryBuffer {
         case coolingOff(until: Date)
         /// Every stored envelope is of a rate-limited category until the date.
         case rateLimited(until: Date)
-        /// Holding what is stored: data collection is `pending` or `revoked` (see `DataCollection`).
-        case awaitingConsent
+        /// Holding what is stored, for the reason given; it waits on disk.
+        case held(UploadHold)
         /// Stopped for good in this process.
         case stopped(UploadStop)
     }

@@ -45,6 +45,7 @@ public final class TelemetryBuffer: Sendable {
     public let activeStrategy: Options.Strategy
     private let crash: CrashRegistration?
     private let uploader: Uploader?
+    private let network: (any NetworkMonitor)?
     private let files: FileTransport?
     /// Rate limits, and the server's refusal of the DSN (401, 403, 404), checked by every add.
     private let limits: RateLimits
@@ -89,12 +90,13 @@ public final class TelemetryBuffer: Sendable {
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
         minimumLogSeverity = options.minimumLogLevel.severityNumber
         scope = Scope(encoder: parts.encoder, sendsUser: options.sendDefaultPii)
-        consent = DataCollectionState(options.dataCollection)
+        consent = parts.consent
         outbox = parts.outbox
         crash = parts.crash
         queue = parts.queue
         scheduler = parts.scheduler
         uploader = parts.uploader
+        network = parts.network
 
         queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
         LiveBuffers.register(self)
@@ -108,18 +110,27 @@ public final class TelemetryBuffer: Sendable {
             parts.outbox.takeStaged(from: parts.folder, diagnostics: parts.diagnostics)
         }
         if let uploader {
+            // Before anything can start a request (recovery, on the queue, may store envelopes already).
+            if options.dataCollection != .granted { uploader.hold(.consent, true) }
             uploader.onStop { [weak self] in self?.serverStopped($0) }
             files?.onStore { [weak uploader] in uploader?.kick() }
-            if options.dataCollection != .granted { uploader.hold(.consent, true) }
             uploader.kick()
+            // A network that comes back ends a backoff at once; a metered one holds uploads if the policy says so.
+            let unmeteredOnly = options.uploadPolicy == .unmeteredOnly
+            network?.start { [weak uploader] path in
+                uploader?.hold(.meteredNetwork, unmeteredOnly && path.isMetered)
+                if path.isSatisfied { uploader?.resume() }
+            }
         }
-        // After recovery, which published what earlier processes left: that goes too.
+        // After recovery, which published what earlier processes left: that goes too. The buffer is kept
+        // for it even if the app releases it at once.
         if options.dataCollection == .revoked {
-            queue.async { [weak self] in self?.removeStoredDataReportingFailure() }
+            queue.async { [self] in removeStoredDataReportingFailure() }
         }
     }
 
     deinit {
+        network?.cancel()
         scheduler.cancel()
         // Its pending wake-ups would keep the uploader working for a buffer that is gone.
         uploader?.stop()
@@ -151,6 +162,8 @@ public final class TelemetryBuffer: Sendable {
         guard log.level.severityNumber >= minimumLogSeverity, consent.acceptsItems else { return false }
         guard let hook = options.beforeSendLog else { return submit(log) }
         guard let kept = hook(log) else { return dropped(log) }
+        // The hook may have taken long enough for a revocation to come, or made it itself.
+        guard consent.acceptsItems else { return false }
         return submit(kept)
     }
 
@@ -193,6 +206,7 @@ public final class TelemetryBuffer: Sendable {
             reports.recordDrop(of: .span, bytes: 0, reason: .beforeSend)
             return false
         }
+        guard consent.acceptsItems else { return false }
         return submit(kept)
     }
 
@@ -273,25 +287,24 @@ public final class TelemetryBuffer: Sendable {
     /// Changes the user's consent; it takes effect at once and never waits on disk I/O.
     ///
     /// * `.pending`: items are taken and stored; no request starts once this returns (one already under
-    ///   way completes). Stored envelopes count against `maxCachedEnvelopes` meanwhile.
+    ///   way completes). Stored envelopes count against `maxCachedEnvelopes` and `maxCacheBytes` meanwhile.
     /// * `.granted`: uploads start, with what was stored before; after a revocation, once its removal is
     ///   done, so that nothing it removes is sent.
-    /// * `.revoked`: `add` refuses every item (returns `false`, not counted as a drop) and no request
-    ///   starts; the background queue then removes everything stored, as `removeAllData()` does (a failure
-    ///   is reported to `Options.diagnosticHandler`). An item added on another thread at the same moment
-    ///   may be kept.
+    /// * `.revoked`: `add` refuses every item (returns `false`, not counted as a drop), no request starts,
+    ///   and whatever a forward publishes is deleted, never stored or handed to a transport; the
+    ///   background queue then removes everything stored, as `removeAllData()` does (a failure is reported
+    ///   to `Options.diagnosticHandler`; setting `.revoked` again retries).
     ///
-    /// With a custom `Options.transport` the buffer hands envelopes over whatever the consent: holding
-    /// them while `.pending` is the transport's part.
+    /// With a custom `Options.transport` the buffer hands envelopes over while `.pending` or `.granted`:
+    /// holding them while `.pending` is the transport's part.
     public func setDataCollection(_ value: DataCollection) {
         guard !Self.isForkedChild else { return }
         consent.set(value) { previous in
-            guard value != previous else { return }
             if value != .granted { uploader?.hold(.consent, true) }
             if value == .revoked {
                 queue.async { [self] in removeStoredDataReportingFailure() }
             }
-            if value == .granted {
+            if value == .granted, previous != .granted {
                 // Queued behind any removal; a change made meanwhile wins.
                 queue.async { [self] in
                     consent.ifCurrent(.granted) { uploader?.hold(.consent, false) }
@@ -304,21 +317,27 @@ public final class TelemetryBuffer: Sendable {
     /// same exactly-once publication as a flush), what its files still hold of forwarded items (zeroed or
     /// deleted), what start-up recovery could not publish, and every envelope in `envelopesDirectory`.
     /// The deletions are durable when it returns: a crash or power loss after that brings none of it
-    /// back. Items added after the call are kept, and the consent does not change.
+    /// back. Items added on other threads while it runs may be removed too; the consent does not change.
     ///
     /// It waits for the background queue and the disk (about as long as a `flush()`); no request starts
-    /// meanwhile, but one already under way completes. Envelopes a custom transport took are out of its
-    /// reach. Called on the buffer's own queue (from a custom transport's `send`), it cannot wait for the
-    /// forward it interrupts: it is queued behind it and returns at once (a failure then goes to
-    /// `Options.diagnosticHandler`).
+    /// from the call on until it returns, but one already under way completes. Envelopes a custom
+    /// transport took are out of its reach. Called on the buffer's own queue (from a custom transport's
+    /// `send`), it cannot wait for the forward it interrupts: it is queued behind it and returns at once
+    /// (a failure then goes to `Options.diagnosticHandler`). In the child of a `fork()` it does nothing.
     ///
     /// - Throws: `TelemetryBufferError.closed` after `close()`; `.fileSystem` if a file could not be
-    ///   removed or synced (what it names may remain).
+    ///   removed or synced, or items could not be forwarded (the diagnostics say why): what it names may
+    ///   remain. Every step runs even after one fails.
     public func removeAllData() throws {
         guard !Self.isForkedChild else { return }
+        uploader?.hold(.dataRemoval, true)
         if isOnQueue {
-            return queue.async { [self] in removeStoredDataReportingFailure() }
+            return queue.async { [self] in
+                removeStoredDataReportingFailure()
+                uploader?.hold(.dataRemoval, false)
+            }
         }
+        defer { uploader?.hold(.dataRemoval, false) }
         var failure: (any Error)?
         queue.sync {
             do { try removeStoredData() } catch { failure = error }
@@ -326,30 +345,49 @@ public final class TelemetryBuffer: Sendable {
         if let failure { throw failure }
     }
 
-    /// Background queue: `removeAllData()` for a caller that does not wait (a revocation).
+    /// Background queue: `removeAllData()` for a caller that does not wait (a revocation). Nothing to do
+    /// once the buffer is closed.
     private func removeStoredDataReportingFailure() {
         do {
+            guard !folder.isReleased else { return }
             try removeStoredData()
         } catch {
-            diagnostics.log(.error, "could not remove everything stored after data collection was revoked: \(error)")
+            diagnostics.log(.error, "could not remove everything stored: \(error)")
         }
     }
 
-    /// Background queue: forwards everything held into nothing, clears the strategy's files, removes
-    /// leftovers and stored envelopes, with the uploader held throughout.
+    /// Background queue: forwards everything held into nothing, deletes stored envelopes, clears the
+    /// strategy's files and removes leftovers; every step runs, and the first failure is thrown.
     private func removeStoredData() throws {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !folder.isReleased else { throw TelemetryBufferError.closed(path: directory.path) }
-        uploader?.hold(.removal, true)
-        defer { uploader?.hold(.removal, false) }
-        outbox.discarding { strategy.forward(everything: true) }
-        try strategy.scrub()
-        try folder.removeLeftovers()
-        try folder.sync()
-        try files?.removeAll()
+        var failure: (any Error)?
+        func step(_ body: () throws -> Void) {
+            do { try body() } catch { failure = failure ?? error }
+        }
+        var forwarded = false
+        outbox.discarding { forwarded = strategy.forward(everything: true) }
+        step { try files?.removeAll() }
+        step { try strategy.scrub() }
+        if forwarded {
+            // After a failed forward the strategy still owns what it left (a list's copy, `flushing`).
+            step { try folder.removeLeftovers() }
+        } else {
+            step { throw TelemetryBufferError.fileSystem(operation: "publish", path: folder.path, errno: EIO) }
+        }
+        step { try folder.sync() }
+        if let failure { throw failure }
     }
 
     // MARK: Lifecycle
+
+    /// Ends the uploader's wait after failed attempts (a backoff or the cool-off) and sends now: for apps
+    /// that know the network is back (on Apple platforms the buffer sees that itself). The attempts count
+    /// from 1 again. A rate limit from the server is waited out all the same, and holds (consent, a
+    /// metered network) stay.
+    public func resumeUploads() {
+        uploader?.resume()
+    }
 
     /// Forwards everything buffered to the transport and returns once it is stored (durable on disk with
     /// the default transport).
@@ -409,6 +447,7 @@ public final class TelemetryBuffer: Sendable {
     public func close() {
         guard !Self.isForkedChild else { return }
         // First, so that no request starts for a folder this buffer is about to give up.
+        network?.cancel()
         uploader?.close()
         onQueue {
             // Closed before: the folder may be a new buffer's by now.
@@ -457,6 +496,12 @@ public final class TelemetryBuffer: Sendable {
             scheduler.forwardEverything()
             scheduler.stop()
         }
+    }
+
+    /// Forwards everything without blocking and without stopping the timer (memory pressure).
+    func forwardSoon() {
+        guard !Self.isForkedChild else { return }
+        queue.async { [scheduler] in scheduler.forwardEverything() }
     }
 
     /// Returns once the background queue has done everything queued or rung before the call (for tests

@@ -156,19 +156,41 @@ extension TelemetryBuffer {
             }
         }
 
-        /// Deletes every stored envelope, not counted as dropped (the app asked for it), and makes the
-        /// deletions durable. A directory under an envelope's name is no envelope: it is left alone.
+        /// Deletes every envelope in the folder, not counted as dropped (the app asked for it), and makes
+        /// the deletions durable. It lists the folder, so a file the list lost track of goes too; a
+        /// directory under an envelope's name is no envelope and is left alone. Every file is tried; the
+        /// first failure is thrown, and what failed stays listed.
         func removeAll() throws {
-            try state.withLock { state in
-                while let name = state.stored.first?.name {
-                    var status = stat()
-                    let isDirectory = fstatat(directoryFD.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0
-                        && status.st_mode & S_IFMT == S_IFDIR
-                    if !isDirectory { try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path) }
-                    state.stored.removeFirst()
+            var failure: (any Error)?
+            state.withLock { state in
+                var names = Set(state.stored.map(\.name))
+                do {
+                    names.formUnion(try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                        .filter { $0.hasSuffix(Self.fileExtension) })
+                } catch {
+                    failure = error
                 }
+                var kept = Set<String>()
+                for name in names {
+                    var status = stat()
+                    if fstatat(directoryFD.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFDIR {
+                        continue
+                    }
+                    do {
+                        try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+                    } catch {
+                        failure = failure ?? error
+                        kept.insert(name)
+                    }
+                }
+                state.stored.removeAll { !kept.contains($0.name) }
             }
-            try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
+            do {
+                try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
+            } catch {
+                failure = failure ?? error
+            }
+            if let failure { throw failure }
         }
 
         /// What is stored, by the kind of item each envelope holds (`log`, `span`), and when the oldest

@@ -1,17 +1,21 @@
 import Foundation
 
 /// The outbox the strategies publish to: it hands staged envelopes to the outbox behind it, except while
-/// `discarding` runs (`removeAllData`), when it deletes them instead. So removing everything goes through
-/// the same publication as a forward, with its exactly-once bookkeeping, and the items reach neither the
-/// envelope folder nor a custom transport.
+/// `discarding` runs (`removeAllData`) or data collection is revoked, when it deletes them instead. So
+/// removing everything goes through the same publication as a forward, with its exactly-once
+/// bookkeeping, and the items reach neither the envelope folder nor a custom transport.
 ///
 /// `@unchecked Sendable`: `discards` is touched only on the buffer's background queue, where every
 /// `adopt` runs.
 final class GatedOutbox: Outbox, @unchecked Sendable {
     private let next: any Outbox
+    private let consent: DataCollectionState
     private var discards = false
 
-    init(_ next: any Outbox) { self.next = next }
+    init(_ next: any Outbox, consent: DataCollectionState) {
+        self.next = next
+        self.consent = consent
+    }
 
     /// Runs `body` (a forward) with every envelope it publishes deleted. Background queue.
     func discarding(_ body: () -> Void) {
@@ -21,7 +25,7 @@ final class GatedOutbox: Outbox, @unchecked Sendable {
     }
 
     func adopt(_ paths: [String]) throws {
-        guard discards else { return try next.adopt(paths) }
+        guard discards || !consent.acceptsItems else { return try next.adopt(paths) }
         for path in paths {
             guard unlink(path) == 0 || errno == ENOENT else { throw FileSystem.error("unlink", path) }
         }

@@ -17,6 +17,14 @@ enum LiveBuffers {
     /// How long a graceful exit waits for each buffer.
     private static let exitTimeout: TimeInterval = 2
 
+    /// How long the background activity waits for each buffer's forward (iOS gives about 30 s in all).
+    private static let backgroundTimeout: TimeInterval = 20
+
+    #if canImport(Darwin)
+    private static let memoryPressure = DispatchSource.makeMemoryPressureSource(
+        eventMask: [.warning, .critical], queue: DispatchQueue(label: "io.telemetrybuffer.memory", qos: .utility))
+    #endif
+
     private static let installHooks: Void = {
         atexit {
             LiveBuffers.each { $0.flush(timeout: LiveBuffers.exitTimeout) }
@@ -27,7 +35,20 @@ enum LiveBuffers {
         // The raw name of UIApplication.didEnterBackgroundNotification, so this file needs no UIKit import.
         _ = NotificationCenter.default.addObserver(
             forName: Notification.Name("UIApplicationDidEnterBackgroundNotification"), object: nil, queue: nil
-        ) { _ in LiveBuffers.each { $0.didEnterBackground() } }
+        ) { _ in
+            LiveBuffers.each { $0.didEnterBackground() }
+            // Background time for those forwards: an expiring activity, which app extensions may take too
+            // (unlike `beginBackgroundTask`). It lasts while the closure waits for them.
+            ProcessInfo.processInfo.performExpiringActivity(withReason: "io.telemetrybuffer.forward") { expired in
+                guard !expired else { return }
+                LiveBuffers.each { $0.flush(timeout: LiveBuffers.backgroundTimeout) }
+            }
+        }
+        #endif
+        #if canImport(Darwin)
+        // Under memory pressure what is held goes to disk now, as when backgrounded (the timer keeps going).
+        memoryPressure.setEventHandler { LiveBuffers.each { $0.forwardSoon() } }
+        memoryPressure.resume()
         #endif
     }()
 

@@ -70,9 +70,11 @@ final class AsyncIOCache {
     /// the same `newPath` does not move it again; it only starts the empty file.
     func retire(as newPath: String, reusing spare: String?) throws {
         if !moved {
+            try Failpoint.retireFails.failIfArmed("rename", path)
             guard rename(path, newPath) == 0 else { throw FileSystem.error("rename", path) }
             moved = true
         }
+        try Failpoint.retireRestartFails.failIfArmed("open", path)
         if let spare, rename(spare, path) != 0 { throw FileSystem.error("rename", spare) }
         let fresh = try Self.create(path, truncating: spare == nil)
         fd.close()

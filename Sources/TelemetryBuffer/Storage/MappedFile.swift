@@ -16,6 +16,8 @@ final class MappedFile {
     let size: Int
     let descriptor: FileDescriptor
     let path: String
+    /// Whether the file was empty when opened (new): its mapping holds nothing but zeros then.
+    let wasEmpty: Bool
 
     /// The file system of `path` may look for new space when a page of the mapping is stored into (see
     /// `tb_file_overwrites_in_place`): a full disk would raise SIGBUS in the storing thread, a nearly full one
@@ -37,6 +39,9 @@ final class MappedFile {
                 if fstat(fd.rawValue, &status) == 0 && status.st_size == 0 { unlink(path) }
                 throw WritesCanFault(path: path)
             }
+            var status = stat()
+            guard fstat(fd.rawValue, &status) == 0 else { throw FileSystem.error("fstat", path) }
+            wasEmpty = status.st_size == 0
             guard ftruncate(fd.rawValue, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
             try Self.allocate(fd, size: size, path: path)
             guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.rawValue, 0),

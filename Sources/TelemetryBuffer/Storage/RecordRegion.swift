@@ -15,12 +15,16 @@ final class RecordRegion {
     private let kind: RecordFraming.Kind
     /// Keeps the mapping alive; `nil` for heap memory.
     private let mapping: MappedFile?
+    /// Every byte past `max(recordBytes, written)` is zero: the end of what resets cut off and
+    /// `zeroUnused` has not cleared yet. Owner only.
+    private var written: Int
 
     /// A heap region with room for `recordCapacity` bytes of records.
     init(recordCapacity: Int, kind: RecordFraming.Kind) {
         self.recordCapacity = recordCapacity
         self.kind = kind
         mapping = nil
+        written = recordCapacity
         base = .allocate(byteCount: RecordFraming.headerSize + recordCapacity, alignment: 16)
         Self.initialize(base, kind: kind)
     }
@@ -31,6 +35,7 @@ final class RecordRegion {
         self.kind = kind
         base = mapping.base
         recordCapacity = mapping.size - RecordFraming.headerSize
+        written = mapping.wasEmpty ? 0 : recordCapacity
         Self.initialize(base, kind: kind)
     }
 
@@ -78,12 +83,21 @@ final class RecordRegion {
         UnsafeRawBufferPointer(start: base + RecordFraming.headerSize, count: recordBytes)
     }
 
-    /// Zeroes the bytes past the committed records (those of records a reset cut off). Its owner's
-    /// appends must wait; readers, which stop at the committed length, need not. Stores into a mapping
-    /// need no new disk space (see `MappedFile`).
-    func zeroUnused() {
-        let committed = recordBytes
-        (base + RecordFraming.headerSize + committed).initializeMemory(as: UInt8.self, repeating: 0, count: recordCapacity - committed)
+    /// Zeroes, from `cursor` on, up to `limit` bytes of what resets cut off past the committed records,
+    /// and returns where the next step starts; `nil` once everything past the records is zero. Callers
+    /// release the owner's lock between steps, so appends wait for one step at most (and move the
+    /// records' end, which the next step starts after). Readers, which stop at the committed length, need
+    /// not wait. Stores into a mapping need no new disk space where DoubleRotatingBuffer runs (see
+    /// `MappedFile`). Not concurrently with `reset`.
+    func zeroUnused(from cursor: Int, limit: Int) -> Int? {
+        let start = max(cursor, recordBytes)
+        let end = min(written, start + limit)
+        guard start < end else {
+            written = recordBytes
+            return nil
+        }
+        (base + RecordFraming.headerSize + start).initializeMemory(as: UInt8.self, repeating: 0, count: end - start)
+        return end
     }
 
     /// Writes a mapped region's pages to disk (nothing to do for heap memory).
@@ -117,6 +131,7 @@ final class RecordRegion {
     /// - Throws: `CrashInProgress` if the region is claimed (its records are then
     ///   already cut off; the marker stays as the handler found it).
     func reset() throws {
+        written = max(written, recordBytes)
         tb_store_release_u64(committedLength, 0)
         try mark(.idle)
         let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))

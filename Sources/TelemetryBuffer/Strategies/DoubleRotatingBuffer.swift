@@ -120,11 +120,13 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         }
     }
 
-    func forward(everything: Bool) {
+    @discardableResult
+    func forward(everything: Bool) -> Bool {
         // After a crash signal the process survived, the handler is settled here at the latest (it holds no
         // claim on these lists, only the process-wide handler state).
         _ = tb_crash_settle()
         var published: [Published] = []
+        var complete = true
         for _ in 0..<(everything ? 2 : 1) {
             guard let batch = regions.beginForwarding() else { break }
             do {
@@ -134,12 +136,13 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                 // The list keeps its items and stays pending; the next forward tries again (only the
                 // retirement, if its envelopes are staged).
                 batcher.diagnostics.log(.error, "could not publish \(BufferFile.crashSafeList(batch.index + 1).name): \(error)")
+                complete = false
                 break
             }
             Failpoint.publishEmptied.hit()
         }
         outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
-        guard !published.isEmpty else { return }
+        guard !published.isEmpty else { return complete }
         let waiting = unsynced.withLock { unsynced in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.map(\.copy)
@@ -147,6 +150,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         }
         syncs.async { self.syncPublished() }
         if waiting > Self.maxUnsynced { syncs.sync {} }
+        return complete
     }
 
     /// Sync queue: makes every published envelope durable, then empties the copies that kept their
@@ -211,11 +215,20 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// processes left.
     private func nextCopyName() -> String {
         let number = retired ?? {
-            let spares = ((try? folder.names()) ?? []).compactMap { name -> (name: String, number: Int)? in
-                if case .spare(let number) = BufferFile(name: name) { (name, number) } else { nil }
+            let names = (try? folder.names()) ?? []
+            // Only regular files of ours are spares; a number any entry holds (a link, a directory) is
+            // never chosen, since renaming onto it would fail every time.
+            let spares = names.filter { name in
+                if case .spare = BufferFile(name: name) { folder.isOurs(name) } else { false }
             }
-            unsynced.withLock { $0.spares += spares.map(\.name) }
-            return (spares.map(\.number).max() ?? -1) + 1
+            unsynced.withLock { $0.spares += spares }
+            let taken = names.compactMap { name -> Int? in
+                switch BufferFile(name: name) {
+                case .spare(let number)?, .awaitingSync(let number)?: number
+                default: nil
+                }
+            }
+            return (taken.max() ?? -1) + 1
         }()
         retired = number + 1
         return BufferFile.awaitingSync(number).name
@@ -229,10 +242,16 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         io.sync { ioTimer.schedule(deadline: .distantFuture) }
     }
 
-    /// Waits for the sync that empties the retired IO caches, then zeroes the lists past their records
-    /// (a forward leaves the published items' bytes there) and writes them to disk.
+    /// Waits for the sync that empties the retired IO caches and makes those truncations durable (an
+    /// emptied copy becomes a spare, then an IO cache again), then zeroes the lists past their records (a
+    /// forward leaves the published items' bytes there) and writes them to disk.
     func scrub() throws {
         syncs.sync {}
+        for spare in unsynced.withLock({ $0.spares }) {
+            let fd = try FileSystem.openFile(folder.path + "/" + spare, O_RDONLY)
+            defer { fd.close() }
+            guard fd.durableSync() == 0 else { throw FileSystem.error("fsync", folder.path + "/" + spare) }
+        }
         regions.zeroUnused()
         for list in lists { try list.sync() }
     }

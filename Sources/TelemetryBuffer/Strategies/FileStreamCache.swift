@@ -141,13 +141,16 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         return true
     }
 
-    func forward(everything: Bool) {
+    @discardableResult
+    func forward(everything: Bool) -> Bool {
+        var complete = true
         for _ in 0..<(everything ? 2 : 1) {
             let ready: Bool = lock.withLock {
                 if !pending {
                     guard cacheBytes > 0 else { return false }
                     do { try rotate() } catch {
                         batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
+                        complete = false
                         return false
                     }
                 }
@@ -158,11 +161,13 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                 try publishFlushing()
             } catch {
                 batcher.diagnostics.log(.error, "could not publish \(BufferFile.streamFlushing.name): \(error)")
+                complete = false
                 break
             }
             lock.withLock { pending = false }
         }
         outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
+        return complete
     }
 
     private func publishFlushing() throws {

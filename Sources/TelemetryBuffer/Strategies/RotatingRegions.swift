@@ -132,10 +132,12 @@ final class RotatingRegions: @unchecked Sendable {
         }
     }
 
-    /// Zeroes both regions past their records (appends wait meanwhile).
+    /// Zeroes both regions past their records, 64 KiB per hold of the lock. Background queue (no reset
+    /// meanwhile).
     func zeroUnused() {
-        state.withLock { _ in
-            for region in [first, second] { region.zeroUnused() }
+        for region in [first, second] {
+            var cursor = 0
+            while let next = state.withLock({ _ in region.zeroUnused(from: cursor, limit: 64 << 10) }) { cursor = next }
         }
     }
 

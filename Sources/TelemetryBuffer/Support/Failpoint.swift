@@ -54,6 +54,12 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// The system's zlib is missing (as on a system without it): request bodies go uncompressed.
     case zlibMissing = "zlib.missing"
 
+    /// Retiring a DoubleRotatingBuffer's IO cache fails before it is moved (as when its new name is taken).
+    case retireFails = "retire.fails"
+
+    /// Retiring an IO cache fails after it was moved, before an empty file took its place (a full disk).
+    case retireRestartFails = "retire.restart-fails"
+
     /// What an armed step does when reached.
     enum Action: String, Sendable {
         case kill, segv, hold
@@ -74,6 +80,25 @@ enum Failpoint: String, CaseIterable, Sendable {
 
     /// What this step does when reached, if armed.
     private var armed: Action? { Self.armedSteps.isEmpty ? nil : Self.armedSteps[rawValue] }
+
+    #if TELEMETRY_BUFFER_FAILPOINTS
+    /// Steps a test in this process armed to fail its next `times` passes (`failIfArmed` only).
+    private static let failing = Locked<[Failpoint: Int]>([:])
+
+    /// Makes the next `times` passes of this step fail, in this process (tests that need no child).
+    func failNext(_ times: Int = 1) { Self.failing.withLock { $0[self] = times } }
+
+    /// Whether a test armed this step in-process, counting the pass.
+    private func takeInProcessFailure() -> Bool {
+        Self.failing.withLock { failing in
+            guard let left = failing[self], left > 0 else { return false }
+            failing[self] = left - 1
+            return true
+        }
+    }
+    #else
+    private func takeInProcessFailure() -> Bool { false }
+    #endif
 
     /// Kills, crashes or holds the calling thread here if this failpoint is armed (see the type's doc).
     func hit() {
@@ -111,9 +136,10 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// Whether this failpoint is armed (for a step that is skipped rather than failed).
     var isArmed: Bool { armed != nil }
 
-    /// Throws an I/O error (`EIO`) for `path` if this failpoint is armed.
+    /// Throws an I/O error (`EIO`) for `path` if this failpoint is armed (in the environment, or in-process
+    /// by `failNext`).
     func failIfArmed(_ operation: String, _ path: String) throws {
-        guard armed != nil else { return }
+        guard armed != nil || takeInProcessFailure() else { return }
         throw TelemetryBufferError.fileSystem(operation: operation, path: path, errno: EIO)
     }
 }

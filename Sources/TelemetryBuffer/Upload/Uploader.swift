@@ -40,8 +40,9 @@ final class Uploader: @unchecked Sendable {
     private var failures = 0
     /// Identifies the latest scheduled wake-up; an earlier one that fires later does nothing.
     private var wake = 0
-    /// While not empty, no request starts.
-    private var holds: Set<Hold> = []
+    /// While any is held, no request starts. Changed from any thread; read where a request would start.
+    /// `dataRemoval` is counted (removals may overlap), the others are on or off.
+    private let holds = Locked<[UploadHold: Int]>([:])
 
     init(files: FileTransport, client: any HTTPClient, options: UploadOptions, dsn: DSN, sdkName: String,
          sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics,
@@ -68,18 +69,43 @@ final class Uploader: @unchecked Sendable {
     /// Sets what to call when the server refuses the DSN for good.
     func onStop(_ body: @escaping @Sendable (UploadStop) -> Void) { stopped.withLock { $0 = body } }
 
-    /// Why uploads are held: data collection is not granted, or `removeAllData` runs.
-    enum Hold: Hashable { case consent, removal }
+    /// Holds uploads for `reason`, or ends that hold (each `dataRemoval` hold is ended by its own
+    /// release, the others by any); never waits. Once a hold returns, no request starts
+    /// until every hold has ended (one already under way completes). A wait for a backoff, a cool-off or a
+    /// rate limit goes on meanwhile; the last release sends what is stored now, unless such a wait is
+    /// still running.
+    func hold(_ reason: UploadHold, _ on: Bool) {
+        holds.withLock { holds in
+            let count = reason == .dataRemoval ? holds[reason, default: 0] + (on ? 1 : -1) : (on ? 1 : 0)
+            holds[reason] = count > 0 ? count : nil
+        }
+        queue.async { [self] in
+            guard !closed.withLock({ $0 }) else { return }
+            switch (state, held) {
+            case (.idle, let reason?), (.held, let reason?):
+                set(.held(reason))
+            case (.held, nil):
+                set(.idle)
+                schedule(after: 0)
+            default:
+                break  // sending: its answer decides; waiting: the wake-up checks the holds
+            }
+        }
+    }
 
-    /// Holds uploads for `reason`, or ends that hold. Once a hold returns, no request starts until every
-    /// hold has ended; one already under way completes. The last release sends what is stored now.
-    func hold(_ reason: Hold, _ on: Bool) {
-        queue.sync {
-            if on { holds.insert(reason) } else { holds.remove(reason) }
-            switch (holds.isEmpty, state) {
-            case (false, .idle), (false, .rateLimited), (false, .backingOff), (false, .coolingOff):
-                set(.awaitingConsent)
-            case (true, .awaitingConsent):
+    /// What holds uploads, the weightiest first; `nil` when nothing does.
+    private var held: UploadHold? {
+        let holds = holds.withLock { $0 }
+        return [.consent, .dataRemoval, .meteredNetwork].first { holds[$0] != nil }
+    }
+
+    /// Ends a backoff or cool-off wait and sends now (the network is back, or the app knows better): the
+    /// attempts count from 1 again. A rate limit from the server is waited out all the same.
+    func resume() {
+        queue.async { [self] in
+            switch state {
+            case .backingOff, .coolingOff:
+                failures = 0
                 set(.idle)
                 schedule(after: 0)
             default:
@@ -136,7 +162,7 @@ final class Uploader: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed.withLock({ $0 }) else { return }
         if case .stopped = state { return }
-        guard holds.isEmpty else { return set(.awaitingConsent) }
+        if let held { return set(.held(held)) }
         let now = clock.now()
         var limitedUntil: Date?
         for url in files.storedEnvelopes() {
@@ -179,6 +205,14 @@ final class Uploader: @unchecked Sendable {
     }
 
     private func send(_ url: URL, _ bytes: [UInt8], now: Date) {
+        // Checked and entered under the holds' lock: a hold that returned before this point stops the
+        // request, one that comes later finds it under way.
+        let free = holds.withLock { holds in
+            guard holds.isEmpty else { return false }
+            requests.enter()
+            return true
+        }
+        guard free else { return sendNext() }
         set(.sending)
         let report = reports.take()
         var request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
@@ -191,7 +225,6 @@ final class Uploader: @unchecked Sendable {
         volume.withLock { $0.sent += request.body.count; $0.saved += size - request.body.count }
         // The queue does not wait for the response: `close()` waits for a request under way only so long,
         // and a client that never calls back stalls only the upload, not the buffer.
-        requests.enter()
         client.send(request) { [self] outcome in
             queue.async {
                 self.finish(url, report: report, outcome)
@@ -246,7 +279,19 @@ final class Uploader: @unchecked Sendable {
     private func next() {
         dispatchPrecondition(condition: .onQueue(queue))
         set(.idle)
-        schedule(after: options.pacing)
+        schedule(after: pacing)
+    }
+
+    /// `options.pacing`, spaced out ten times (and to at least 1 s) while the device is in Low Power Mode.
+    private var pacing: Double {
+        Self.isLowPowerModeEnabled ? max(options.pacing * 10, 1) : options.pacing
+    }
+
+    private static var isLowPowerModeEnabled: Bool {
+        #if canImport(Darwin)
+        if #available(macOS 12.0, watchOS 9.0, *) { return ProcessInfo.processInfo.isLowPowerModeEnabled }
+        #endif
+        return false
     }
 
     private func restore(_ report: ClientReport?) {

@@ -50,7 +50,7 @@ final class DataCollectionTests: XCTestCase {
         for index in 0..<5 { XCTAssertTrue(buffer.add(log: .test("waiting \(index)"))) }
         buffer.flush()
         buffer.waitForBackgroundWork()  // the uploader has seen the stored envelope
-        XCTAssertEqual(buffer.stats().upload, .awaitingConsent)
+        XCTAssertEqual(buffer.stats().upload, .held(.consent))
         XCTAssertEqual(server.requests.withLock { $0.count }, 0, "nothing is sent while pending")
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).count, 5, "stored meanwhile")
 
@@ -150,6 +150,89 @@ final class DataCollectionTests: XCTestCase {
         buffer.close()
     }
 
+    /// A forward that fails during the removal (the IO cache cannot be retired) is an error, not a quiet
+    /// success; the next removal finishes the job.
+    func testAFailedForwardFailsTheRemovalAndTheNextOneFinishesIt() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 0)
+        buffer.add(log: .test("secret"))
+        Failpoint.retireFails.failNext()
+        XCTAssertThrowsError(try buffer.removeAllData())
+        try buffer.removeAllData()
+        XCTAssertEqual(files(under: directory.url, containing: "secret"), [])
+        XCTAssertTrue(buffer.add(log: .test("later")))
+        buffer.flush()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["later"])
+        buffer.close()
+    }
+
+    /// A buffer created with `.revoked` and released at once still removes what earlier runs stored.
+    func testRevokedAtStartRemovesEvenIfTheBufferIsReleasedAtOnce() throws {
+        let earlier = try TelemetryBuffer(options: testOptions(directory))
+        earlier.add(log: .test("earlier"))
+        earlier.close()
+        XCTAssertFalse(files(under: directory.url, containing: "earlier").isEmpty)
+        _ = try TelemetryBuffer(options: testOptions(directory) { $0.dataCollection = .revoked })
+        eventually { files(under: directory.url, containing: "earlier").isEmpty }
+    }
+
+    /// Revoked at start, with a custom transport: what recovery publishes of a killed run is deleted, never
+    /// handed to the transport.
+    func testARevokedBufferHandsNothingRecoveredToItsTransport() throws {
+        let killed = try Demo.run(["stress", "--dir", directory.url.path, "--count", "10000000"], killAfter: 400_000)
+        XCTAssertEqual(killed.status, -SIGKILL, killed.errors)
+        let transport = Recording()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.dsn = demoDefaultDSN
+            $0.transport = transport
+            $0.dataCollection = .revoked
+        })
+        XCTAssertGreaterThan(buffer.recovery.items, 0)
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(transport.bodies.withLock { $0 }, [])
+        // The killed run's own envelopes folder is its transport's, not this buffer's: only its files count.
+        XCTAssertEqual(files(under: buffer.directory.appendingPathComponent("telemetry-buffer"), containing: #""item "#), [])
+        buffer.close()
+    }
+
+    /// A `beforeSendLog` hook that revokes consent: the log it was given is not taken.
+    func testALogWhoseHookRevokesIsNotTaken() throws {
+        final class Box: @unchecked Sendable { weak var buffer: TelemetryBuffer? }
+        let box = Box()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.beforeSendLog = { log in
+                if log.body == "revoke" { box.buffer?.setDataCollection(.revoked) }
+                return log
+            }
+        })
+        box.buffer = buffer
+        XCTAssertTrue(buffer.add(log: .test("before")))
+        XCTAssertFalse(buffer.add(log: .test("revoke")))
+        buffer.waitForBackgroundWork()
+        buffer.setDataCollection(.granted)
+        buffer.flush()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), [])
+        XCTAssertEqual(files(under: directory.url, containing: "revoke"), [])
+        buffer.close()
+    }
+
+    /// An envelope file the transport's list does not know (put there after it opened the folder) goes too.
+    func testRemoveAllDataRemovesEnvelopesTheListLostTrackOf() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        buffer.add(log: .test("listed"))
+        buffer.flush()
+        let stray = buffer.envelopesDirectory.appendingPathComponent("0000000000000001-000000-00000000.envelope")
+        try Data(contentsOf: try XCTUnwrap(walkEnvelopeURLs(in: buffer.envelopesDirectory).first)).write(to: stray)
+        try buffer.removeAllData()
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path), [])
+        buffer.close()
+    }
+
+    private func walkEnvelopeURLs(in folder: URL) throws -> [URL] {
+        try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".envelope") }
+            .map { folder.appendingPathComponent($0) }
+    }
+
     func testRemoveAllDataLeavesWhatIsNotTheBuffersAlone() throws {
         let options = testOptions(directory)
         let envelopes = directory.url.appendingPathComponent(SHA1.hex(options.dsn.utf8)).appendingPathComponent("envelopes")
@@ -208,13 +291,6 @@ final class DataCollectionTests: XCTestCase {
     }
 
     func testRemoveAllDataKeepsItemsFromACustomTransportAndKeepsTakingItems() throws {
-        final class Recording: Transport, @unchecked Sendable {
-            let bodies = Locked<[String]>([])
-            func send(_ envelope: Envelope) throws {
-                let walked = try WalkedEnvelope(envelope.bytes)
-                bodies.withLock { $0 += walked.elements.compactMap { $0["body"] as? String } }
-            }
-        }
         let transport = Recording()
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.transport = transport })
         buffer.add(log: .test("removed"))
@@ -227,5 +303,14 @@ final class DataCollectionTests: XCTestCase {
         XCTAssertThrowsError(try buffer.removeAllData()) { error in
             guard case TelemetryBufferError.closed = error else { return XCTFail("\(error)") }
         }
+    }
+}
+
+/// A transport that keeps the log bodies it is sent.
+private final class Recording: Transport, @unchecked Sendable {
+    let bodies = Locked<[String]>([])
+    func send(_ envelope: Envelope) throws {
+        let walked = try WalkedEnvelope(envelope.bytes)
+        bodies.withLock { $0 += walked.elements.compactMap { $0["body"] as? String } }
     }
 }

@@ -30,6 +30,7 @@ final class OptionsTests: XCTestCase {
         assertInvalid("maxCachedEnvelopes") { $0.maxCachedEnvelopes = 0 }
         assertInvalid("maxCacheBytes") { $0.maxCacheBytes = (1 << 20) - 1 }
         assertInvalid("maxCacheBytes") { $0.maxBatchBytes = 8192; $0.maxCacheBytes = 8191 }
+        assertInvalid("fileProtection") { $0.fileProtection = .complete }
         assertInvalid("maxEnvelopeAge") { $0.maxEnvelopeAge = 0 }
         assertInvalid("tracesSampleRate") { $0.tracesSampleRate = 0 }
         assertInvalid("sdkName") { $0.sdkName = "" }

@@ -265,19 +265,41 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    /// Things under the names of spares and copies that are not the buffer's files (a directory, a link, a
+    /// FIFO) are neither reused nor renamed onto: every forward publishes, each item once, and they stay.
+    func testForeignSparesAndCopiesDoNotStopTheForwards() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 0)
+        let outside = directory.url.appendingPathComponent("outside").path
+        FileManager.default.createFile(atPath: outside, contents: Data("keep".utf8))
+        try FileManager.default.createDirectory(atPath: bufferFolder + "/spare-0", withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: bufferFolder + "/spare-1", withDestinationPath: outside)
+        XCTAssertEqual(mkfifo(bufferFolder + "/spare-2", 0o600), 0)
+        try FileManager.default.createDirectory(atPath: bufferFolder + "/awaiting-sync-3", withIntermediateDirectories: false)
+        for round in 0..<4 {
+            buffer.add(log: .test("r\(round)"))
+            buffer.flush()
+        }
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["r0", "r1", "r2", "r3"])
+        XCTAssertEqual(try String(contentsOfFile: outside, encoding: .utf8), "keep")
+        for name in ["spare-0", "spare-1", "spare-2", "awaiting-sync-3"] {
+            XCTAssertNotNil(try? FileManager.default.attributesOfItem(atPath: bufferFolder + "/" + name), name)
+        }
+    }
+
     /// A forward that fails after the list's envelopes are staged (its IO cache cannot be retired) must not
     /// stage the list again when the next forward retries.
     func testAFailedRetirementIsRetriedWithoutPublishingTheListTwice() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.recovery.items, 0)
-        // A folder where the first publication's copy of the IO cache goes: the rename onto it fails (EISDIR).
-        let obstacle = bufferFolder + "/awaiting-sync-0"
-        try FileManager.default.createDirectory(atPath: obstacle, withIntermediateDirectories: false)
+        // The first publication's retirement fails before the IO cache is moved.
+        Failpoint.retireFails.failNext()
         buffer.add(log: .test("a"))
         buffer.add(log: .test("b"))
         buffer.flush()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a", "b"], "the staged envelopes are published")
-        try FileManager.default.removeItem(atPath: obstacle)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: bufferFolder + "/awaiting-sync-0"), "not moved")
         buffer.add(log: .test("c"))
         buffer.flush()
         buffer.close()
@@ -294,15 +316,12 @@ final class StorageTests: XCTestCase {
     func testARetirementThatMovedTheCacheIsFinishedByTheRetry() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.recovery.items, 0)
-        // A folder named as a spare: the first publication renames it to `async-io-cache-1`, which then
-        // cannot be opened as a file (EISDIR).
-        try FileManager.default.createDirectory(atPath: bufferFolder + "/spare-0", withIntermediateDirectories: false)
+        // The first publication moves the IO cache, then no empty file can take its place.
+        Failpoint.retireRestartFails.failNext()
         buffer.add(log: .test("a"))
         buffer.flush()
-        var isFolder: ObjCBool = false
-        XCTAssertTrue(FileManager.default.fileExists(atPath: bufferFolder + "/async-io-cache-1", isDirectory: &isFolder) && isFolder.boolValue)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: bufferFolder + "/awaiting-sync-1"), "the cache was moved")
-        try FileManager.default.removeItem(atPath: bufferFolder + "/async-io-cache-1")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: bufferFolder + "/async-io-cache-1"))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: bufferFolder + "/awaiting-sync-0"), "the cache was moved")
         buffer.add(log: .test("b"))
         buffer.flush()
         buffer.close()

@@ -1,0 +1,47 @@
+import Dispatch
+#if canImport(Network)
+import Network
+#endif
+
+/// What the uploader needs to know of the network: whether there is a route, and whether it is metered.
+struct NetworkPath: Sendable, Equatable {
+    var isSatisfied: Bool
+    /// Expensive (cellular, a personal hotspot) or constrained (Low Data Mode).
+    var isMetered: Bool
+}
+
+/// Reports the network path as it changes. The system's on Apple platforms (`NWPathMonitor`); none on
+/// Linux, which reports nothing of the kind; tests inject their own.
+protocol NetworkMonitor: Sendable {
+    /// Starts reporting: `update` is called with the current path, then with every change.
+    func start(_ update: @escaping @Sendable (NetworkPath) -> Void)
+    /// Stops reporting.
+    func cancel()
+}
+
+enum NetworkMonitors {
+    /// The system's monitor, where there is one.
+    static func system() -> (any NetworkMonitor)? {
+        #if canImport(Network)
+        return SystemNetworkMonitor()
+        #else
+        return nil
+        #endif
+    }
+}
+
+#if canImport(Network)
+/// `NWPathMonitor`, reporting on a queue of its own.
+final class SystemNetworkMonitor: NetworkMonitor, @unchecked Sendable {
+    private let monitor = NWPathMonitor()
+
+    func start(_ update: @escaping @Sendable (NetworkPath) -> Void) {
+        monitor.pathUpdateHandler = { path in
+            update(NetworkPath(isSatisfied: path.status == .satisfied, isMetered: path.isExpensive || path.isConstrained))
+        }
+        monitor.start(queue: DispatchQueue(label: "io.telemetrybuffer.network", qos: .utility))
+    }
+
+    func cancel() { monitor.cancel() }
+}
+#endif
