@@ -1,0 +1,142 @@
+import Foundation
+import Logging
+import TelemetryBuffer
+import TelemetryBufferLogging
+import XCTest
+
+/// The handler against a real buffer in a temporary folder; what it stored is read back from the envelope
+/// files, each walked by its framing (header line, item header with `length`, payload).
+final class TelemetryBufferLogHandlerTests: XCTestCase {
+    private var folder: URL!
+    private var buffer: TelemetryBuffer!
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("tb-logging-\(UUID().uuidString)")
+        var options = Options(dsn: "https://key@o1.ingest.example.com/1")
+        options.cacheDirectory = folder
+        options.upload = false
+        buffer = try TelemetryBuffer(options: options)
+    }
+
+    override func tearDown() {
+        buffer.close()
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    private func logger(_ configure: (inout TelemetryBufferLogHandler) -> Void = { _ in }) -> Logger {
+        Logger(label: "checkout") { label in
+            var handler = TelemetryBufferLogHandler(label: label, buffer: buffer, metadataProvider: nil)
+            handler.logLevel = .trace
+            configure(&handler)
+            return handler
+        }
+    }
+
+    /// Every log stored so far, as JSON objects, oldest first.
+    private func storedLogs() throws -> [[String: Any]] {
+        buffer.flush()
+        let names = try FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path)
+            .filter { $0.hasSuffix(".envelope") }.sorted()
+        return try names.flatMap { name -> [[String: Any]] in
+            let bytes = try Data(contentsOf: buffer.envelopesDirectory.appendingPathComponent(name))
+            var offset = try XCTUnwrap(bytes.firstIndex(of: 0x0A)) + 1
+            var logs: [[String: Any]] = []
+            while offset < bytes.count {
+                let headerEnd = try XCTUnwrap(bytes[offset...].firstIndex(of: 0x0A))
+                let header = try XCTUnwrap(JSONSerialization.jsonObject(with: bytes[offset..<headerEnd]) as? [String: Any])
+                let length = try XCTUnwrap(header["length"] as? Int)
+                let payload = bytes[(headerEnd + 1)..<(headerEnd + 1 + length)]
+                let items = try XCTUnwrap(JSONSerialization.jsonObject(with: payload) as? [String: Any])["items"] as? [[String: Any]]
+                if header["type"] as? String == "log" { logs += items ?? [] }
+                offset = headerEnd + 1 + length + 1
+            }
+            return logs
+        }
+    }
+
+    private func attributes(_ log: [String: Any]) -> [String: [String: Any]] {
+        log["attributes"] as? [String: [String: Any]] ?? [:]
+    }
+
+    func testEveryLevelIsMapped() throws {
+        let logger = logger()
+        for level in Logger.Level.allCases { logger.log(level: level, "at \(level)") }
+        let logs = try storedLogs()
+        XCTAssertEqual(logs.map { $0["body"] as? String }, Logger.Level.allCases.map { "at \($0)" })
+        XCTAssertEqual(logs.map { $0["level"] as? String }, ["trace", "debug", "info", "info", "warn", "error", "fatal"])
+    }
+
+    func testBelowTheHandlersLevelNothingIsSent() throws {
+        let logger = logger { $0.logLevel = .warning }
+        logger.info("quiet")
+        logger.warning("loud")
+        XCTAssertEqual(try storedLogs().map { $0["body"] as? String }, ["loud"])
+    }
+
+    func testMetadataOfEveryKindBecomesTypedAttributes() throws {
+        var logger = logger {
+            $0.metadata = ["handler": "h", "shared": "from handler"]
+            $0.metadataProvider = Logger.MetadataProvider { ["provided": "p", "shared": "from provider"] }
+        }
+        logger[metadataKey: "logger"] = "l"
+        logger.info("with metadata", metadata: [
+            "text": "value", "count": .stringConvertible(3), "ratio": .stringConvertible(0.5),
+            "flag": .stringConvertible(true), "date": .stringConvertible(URL(fileURLWithPath: "/x")),
+            "http": ["status": .stringConvertible(200), "route": "/checkout", "request": ["id": "r1"]],
+            "tags": ["a", "b"], "mixed": ["a", .stringConvertible(1)], "shared": "from the call",
+        ])
+        let attributes = attributes(try XCTUnwrap(storedLogs().first))
+        func value(_ key: String) -> String? {
+            guard let attribute = attributes[key] else { return nil }
+            return "\(attribute["type"] ?? "?"):\(attribute["value"] ?? "?")"
+        }
+        XCTAssertEqual(value("text"), "string:value")
+        XCTAssertEqual(value("count"), "integer:3")
+        XCTAssertEqual(value("ratio"), "double:0.5")
+        XCTAssertEqual(value("flag"), "boolean:1")
+        XCTAssertEqual(value("date"), "string:file:///x")
+        XCTAssertEqual(value("http.status"), "integer:200")
+        XCTAssertEqual(value("http.route"), "string:/checkout")
+        XCTAssertEqual(value("http.request.id"), "string:r1")
+        XCTAssertEqual(attributes["tags"]?["value"] as? [String], ["a", "b"])
+        XCTAssertEqual(attributes["mixed"]?["value"] as? [String], ["a", "1"])
+        XCTAssertEqual(value("handler"), "string:h")
+        XCTAssertEqual(value("logger"), "string:l")
+        XCTAssertEqual(value("provided"), "string:p")
+        XCTAssertEqual(value("shared"), "string:from the call", "the call's metadata wins, then the provider's")
+    }
+
+    func testTheCallSiteOriginLabelAndErrorAreAttributes() throws {
+        struct PaymentDeclined: Error, CustomStringConvertible { var description: String { "card declined" } }
+        let logger = logger()
+        let line = #line + 1
+        logger.error("failed", error: PaymentDeclined())
+        let attributes = attributes(try XCTUnwrap(storedLogs().first))
+        XCTAssertEqual(attributes["exception.message"]?["value"] as? String, "card declined")
+        XCTAssertEqual((attributes["exception.type"]?["value"] as? String)?.hasSuffix("PaymentDeclined"), true)
+        XCTAssertEqual(attributes["code.file.path"]?["value"] as? String, #fileID, "swift-log passes the file ID")
+        XCTAssertEqual(attributes["code.function.name"]?["value"] as? String, #function)
+        XCTAssertEqual(attributes["code.line.number"]?["value"] as? Int, line)
+        XCTAssertEqual(attributes["code.namespace"]?["value"] as? String, "TelemetryBufferLoggingTests")
+        XCTAssertEqual(attributes["logger.name"]?["value"] as? String, "checkout")
+        XCTAssertEqual(attributes["sentry.origin"]?["value"] as? String, "auto.log.swift-log")
+    }
+
+    func testTheActiveTraceComesFromTheTaskLocalThenTheProviderThenTheProcess() async throws {
+        let provided = ActiveTrace(traceID: TraceID(high: 7, low: 7))
+        let logger = logger { $0.trace = { provided } }
+        let active = ActiveTrace(traceID: TraceID(high: 0xA, low: 0xB), spanID: SpanID(0xC))
+        await ActiveTrace.$current.withValue(active) {
+            await Task { logger.info("in a child task") }.value
+        }
+        logger.info("outside")
+        let plain = self.logger()
+        plain.info("no trace")
+        let logs = try storedLogs()
+        XCTAssertEqual(logs[0]["trace_id"] as? String, "000000000000000a000000000000000b")
+        XCTAssertEqual(logs[0]["span_id"] as? String, "000000000000000c")
+        XCTAssertEqual(logs[1]["trace_id"] as? String, "00000000000000070000000000000007")
+        XCTAssertNil(logs[1]["span_id"])
+        XCTAssertEqual(logs[2]["trace_id"] as? String, TraceID.process.description)
+    }
+}
