@@ -498,10 +498,14 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
-    /// Forwards everything without blocking and without stopping the timer (memory pressure).
-    func forwardSoon() {
+    /// Memory pressure: forwards everything, then gives the memory the strategy holds unused back; without
+    /// blocking and without stopping the timer.
+    func relieveMemoryPressure() {
         guard !Self.isForkedChild else { return }
-        queue.async { [scheduler] in scheduler.forwardEverything() }
+        queue.async { [scheduler, strategy] in
+            scheduler.forwardEverything()
+            strategy.releaseMemory()
+        }
     }
 
     /// Returns once the background queue has done everything queued or rung before the call (for tests

@@ -46,8 +46,9 @@ enum LiveBuffers {
         }
         #endif
         #if canImport(Darwin)
-        // Under memory pressure what is held goes to disk now, as when backgrounded (the timer keeps going).
-        memoryPressure.setEventHandler { LiveBuffers.each { $0.forwardSoon() } }
+        // Under memory pressure what is held goes to disk now (the timer keeps going), and memory held
+        // unused goes back.
+        memoryPressure.setEventHandler { LiveBuffers.each { $0.relieveMemoryPressure() } }
         memoryPressure.resume()
         #endif
     }()

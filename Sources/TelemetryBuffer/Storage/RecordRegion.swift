@@ -100,6 +100,23 @@ final class RecordRegion {
         return end
     }
 
+    /// Gives the whole pages past the committed records back to the system (heap memory only: a mapping's
+    /// pages are the file's, which the kernel may drop by itself once written). What they held was cut
+    /// off by a reset; later appends find zeros there, or the old bytes. Owner only, like an append.
+    func releaseUnusedPages() {
+        guard mapping == nil else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = UInt(bitPattern: base + RecordFraming.headerSize + recordBytes)
+        let end = UInt(bitPattern: base + RecordFraming.headerSize + recordCapacity)
+        let first = (start + UInt(page) - 1) & ~UInt(page - 1), last = end & ~UInt(page - 1)
+        guard first < last, let pages = UnsafeMutableRawPointer(bitPattern: first) else { return }
+        #if canImport(Darwin)
+        _ = madvise(pages, Int(last - first), MADV_FREE)
+        #else
+        _ = madvise(pages, Int(last - first), MADV_DONTNEED)
+        #endif
+    }
+
     /// Writes a mapped region's pages to disk (nothing to do for heap memory).
     func sync() throws { try mapping?.sync() }
 

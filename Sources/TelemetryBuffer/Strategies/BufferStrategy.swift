@@ -38,6 +38,9 @@ protocol BufferStrategy: AnyObject, Sendable {
     /// forward), durably: waits for deferred syncs and overwrites the bytes past the lists' records.
     /// Background queue.
     func scrub() throws
+    /// Gives memory it holds but does not need now back to the system (memory pressure, after a forward).
+    /// Background queue.
+    func releaseMemory()
     /// Whether nothing is held (so the flush timer may stop).
     var isEmpty: Bool { get }
     /// Items held that are not yet envelopes.
@@ -52,4 +55,7 @@ extension BufferStrategy {
 
     /// Nothing to clear: the strategy's forwarded files are gone once the forward returns.
     func scrub() {}
+
+    /// Nothing held in memory worth giving back.
+    func releaseMemory() {}
 }

@@ -84,6 +84,9 @@ final class FlushAll: BufferStrategy {
         regions.forEachHeldRecord { batcher.reports.recordDrop(of: $0.category, bytes: $0.payload.count, reason: .internalSDKError) }
     }
 
+    /// The regions' pages past their records (up to 2 × `maxBatchBytes` of heap once a batch filled them).
+    func releaseMemory() { regions.releaseUnusedPages() }
+
     var isEmpty: Bool { regions.isEmpty }
 
     var bufferedItems: Int { regions.itemCount }

@@ -141,6 +141,13 @@ final class RotatingRegions: @unchecked Sendable {
         }
     }
 
+    /// Gives both regions' unused heap pages back (see `RecordRegion.releaseUnusedPages`).
+    func releaseUnusedPages() {
+        state.withLock { _ in
+            for region in [first, second] { region.releaseUnusedPages() }
+        }
+    }
+
     /// Region 0 or 1.
     func region(_ index: Int) -> RecordRegion { index == 0 ? first : second }
 

@@ -265,6 +265,34 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    /// A heap region gives the pages past its records back (memory pressure): none of them is resident
+    /// afterwards (`mincore`), and the region takes records as before.
+    func testAHeapRegionGivesItsUnusedPagesBack() throws {
+        let capacity = 1 << 20
+        let region = RecordRegion(recordCapacity: capacity, kind: .memoryList)
+        append((0..<2000).map { "item \($0) " + String(repeating: "x", count: 150) }, to: region)
+        XCTAssertGreaterThan(region.records.count, capacity / 2)
+        func residentPages() -> Int {
+            let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+            let start = (Int(bitPattern: region.base) + 32 + page - 1) / page * page
+            let end = (Int(bitPattern: region.base) + 32 + capacity) / page * page
+            var vector = [UInt8](repeating: 0, count: (end - start) / page)
+            XCTAssertEqual(mincore(UnsafeMutableRawPointer(bitPattern: start), end - start, &vector), 0)
+            return vector.filter { $0 & 1 == 1 }.count
+        }
+        XCTAssertGreaterThan(residentPages(), 100, "written pages are resident")
+        try region.reset()
+        region.releaseUnusedPages()
+        XCTAssertEqual(residentPages(), 0)
+        append(["after"], to: region)
+        var bodies: [String] = []
+        RecordFraming.forEachRecord(in: region.records) { record in
+            bodies.append(String(decoding: record.payload, as: UTF8.self))
+        }
+        XCTAssertEqual(bodies.count, 1)
+        XCTAssertTrue(bodies[0].contains("\"body\":\"after\""), bodies[0])
+    }
+
     /// Things under the names of spares and copies that are not the buffer's files (a directory, a link, a
     /// FIFO) are neither reused nor renamed onto: every forward publishes, each item once, and they stay.
     func testForeignSparesAndCopiesDoNotStopTheForwards() throws {
