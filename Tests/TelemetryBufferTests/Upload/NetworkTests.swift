@@ -53,6 +53,21 @@ final class NetworkTests: XCTestCase {
         buffer.close()
     }
 
+    func testResumeEndsACoolOff() throws {
+        let server = try TestServer(script: TestServer.sequence([.respond(500)]))
+        defer { server.stop() }
+        let buffer = try buffer(server) {
+            $0.uploadOptions.maxAttempts = 1
+            $0.uploadOptions.coolOff = 600
+        }
+        buffer.add(log: .test("after the cool-off"))
+        buffer.flush()
+        eventually { if case .coolingOff = buffer.stats().upload { true } else { false } }
+        buffer.resumeUploads()
+        eventually { requests(server) == 2 && buffer.stats().upload == .idle }
+        buffer.close()
+    }
+
     func testResumeNeverCutsARateLimitShort() throws {
         let server = try TestServer(script: TestServer.sequence([.respond(429, headers: ["Retry-After": "600"])]))
         defer { server.stop() }
