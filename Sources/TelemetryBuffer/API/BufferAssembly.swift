@@ -36,7 +36,6 @@ struct BufferAssembly: Sendable {
         try FileSystem.makeDirectory(options.cacheDirectory)
         directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
         try FileSystem.makeDirectory(directory)
-        try FileSystem.protect(directory, options.fileProtection)
         // A buffer on this DSN that was released without `close()` holds the folder until its final forward.
         LiveBuffers.awaitReleases(of: directory.path)
         folder = try BufferFolder(path: directory.appendingPathComponent(BufferFolder.name).path)
@@ -73,6 +72,10 @@ struct BufferAssembly: Sendable {
         batcher = EnvelopeBatcher(
             encoder: envelopes, reports: reports, diagnostics: diagnostics,
             maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
+        // Once the folder is this buffer's (locked): its folders only, whose class the files created in them take.
+        for protected in [directory, URL(fileURLWithPath: folder.path), directory.appendingPathComponent("envelopes")] {
+            FileSystem.protect(protected, options.fileProtection)
+        }
         claimed = try Recovery.claim(folder: folder)
         strategy = try Self.makeStrategy(options, folder: folder, batcher: batcher, outbox: outbox)
         if options.crashDetection, let plan = strategy.crashPlan {

@@ -112,20 +112,32 @@ public final class TelemetryBuffer: Sendable {
         if let uploader {
             // Before anything can start a request (recovery, on the queue, may store envelopes already).
             if options.dataCollection != .granted { uploader.hold(.consent, true) }
+            // Until the network's first report says otherwise, a metered one is assumed.
+            if options.uploadPolicy == .unmeteredOnly, network != nil { uploader.hold(.meteredNetwork, true) }
             uploader.onStop { [weak self] in self?.serverStopped($0) }
             files?.onStore { [weak uploader] in uploader?.kick() }
             uploader.kick()
-            // A network that comes back ends a backoff at once; a metered one holds uploads if the policy says so.
+            // A network that comes back ends a backoff at once (not every change of a working one: that
+            // would keep a failing server from its cool-off); a metered one holds uploads if the policy says so.
             let unmeteredOnly = options.uploadPolicy == .unmeteredOnly
+            let wasSatisfied = Locked(true)
             network?.start { [weak uploader] path in
                 uploader?.hold(.meteredNetwork, unmeteredOnly && path.isMetered)
-                if path.isSatisfied { uploader?.resume() }
+                let cameBack = wasSatisfied.withLock { was in
+                    defer { was = path.isSatisfied }
+                    return !was && path.isSatisfied
+                }
+                if cameBack { uploader?.resume() }
             }
         }
         // After recovery, which published what earlier processes left: that goes too. The buffer is kept
         // for it even if the app releases it at once.
         if options.dataCollection == .revoked {
-            queue.async { [self] in removeStoredDataReportingFailure() }
+            uploader?.hold(.dataRemoval, true)
+            queue.async { [self] in
+                removeStoredDataReportingFailure()
+                uploader?.hold(.dataRemoval, false)
+            }
         }
     }
 
@@ -302,7 +314,12 @@ public final class TelemetryBuffer: Sendable {
         consent.set(value) { previous in
             if value != .granted { uploader?.hold(.consent, true) }
             if value == .revoked {
-                queue.async { [self] in removeStoredDataReportingFailure() }
+                // Held until the removal is done, whatever a grant queued before it releases.
+                uploader?.hold(.dataRemoval, true)
+                queue.async { [self] in
+                    removeStoredDataReportingFailure()
+                    uploader?.hold(.dataRemoval, false)
+                }
             }
             if value == .granted, previous != .granted {
                 // Queued behind any removal; a change made meanwhile wins.

@@ -223,13 +223,15 @@ extension TelemetryBuffer {
             let evicted: [(name: String, why: String)] = state.withLock { state in
                 var evicted: [(name: String, why: String)] = []
                 var bytes = state.stored.reduce(0) { $0.saturatingAdding($1.bytes) }
-                while state.stored.count > maxEnvelopes || (bytes > maxBytes && !state.stored.isEmpty) {
+                // The last one stays, whatever its size: evicting it would only lose it.
+                while state.stored.count > maxEnvelopes || (bytes > maxBytes && state.stored.count > 1) {
                     let why = state.stored.count > maxEnvelopes ? "more than maxCachedEnvelopes" : "more than maxCacheBytes"
+                    // Read once per file; one that cannot be read now (locked, no descriptor) is tried again later.
                     for index in state.stored.indices where state.stored[index].rank == nil {
                         state.stored[index].rank = rank(of: state.stored[index].name)
                     }
                     // `min` keeps the first of equals: the oldest.
-                    let victim = state.stored.indices.min { state.stored[$0].rank! < state.stored[$1].rank! }!
+                    let victim = state.stored.indices.min { (state.stored[$0].rank ?? 0) < (state.stored[$1].rank ?? 0) }!
                     bytes -= state.stored[victim].bytes
                     evicted.append((state.stored.remove(at: victim).name, why))
                 }
@@ -239,11 +241,12 @@ extension TelemetryBuffer {
         }
 
         /// How much an envelope matters when space runs out: the rank of its highest log level (`trace` 1
-        /// … `fatal` 6), `info`'s for an envelope without logs (spans), 0 for one that cannot be read.
-        private func rank(of name: String) -> Int {
-            guard let bytes = FileSystem.contents(of: directory.path + "/" + name, limit: FileSystem.maxEnvelopeBytes),
-                  let envelope = try? EnvelopeReader(bytes)
-            else { return 0 }
+        /// … `fatal` 6), `info`'s for an envelope without logs (spans), 0 for one that does not parse; `nil`
+        /// (ranked 0 for now) for one that cannot be read.
+        private func rank(of name: String) -> Int? {
+            guard let bytes = FileSystem.contents(of: directory.path + "/" + name, limit: FileSystem.maxEnvelopeBytes)
+            else { return nil }
+            guard let envelope = try? EnvelopeReader(bytes) else { return 0 }
             let levels = envelope.items.filter { $0.type == "log" }.map { Self.highestLevelRank(in: bytes[$0.payload]) }
             return levels.max() ?? Self.levelRanks["info"]!
         }

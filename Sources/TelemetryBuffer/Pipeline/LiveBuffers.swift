@@ -21,7 +21,8 @@ enum LiveBuffers {
     private static let backgroundTimeout: TimeInterval = 20
 
     #if canImport(Darwin)
-    private static let memoryPressure = DispatchSource.makeMemoryPressureSource(
+    // A source is not Sendable; this one is set up once, in `installHooks`, and only resumed there.
+    nonisolated(unsafe) private static let memoryPressure = DispatchSource.makeMemoryPressureSource(
         eventMask: [.warning, .critical], queue: DispatchQueue(label: "io.telemetrybuffer.memory", qos: .utility))
     #endif
 

@@ -53,6 +53,12 @@ final class AsyncIOCache {
         return true
     }
 
+    /// Makes the file durable whatever was written through it (its truncation as a spare included).
+    func syncFile() throws {
+        guard fd.durableSync() == 0 else { throw FileSystem.error("fsync", path) }
+        unsynced = false
+    }
+
     /// Makes everything written durable.
     func sync() throws {
         guard unsynced else { return }

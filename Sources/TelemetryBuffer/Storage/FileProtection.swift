@@ -9,7 +9,8 @@ extension TelemetryBuffer {
         /// Readable from the first unlock after a restart on (the default): a locked device can still take
         /// and send items.
         case completeUntilFirstUserAuthentication
-        /// Files open when the device locks stay usable; new ones cannot be created while it is locked.
+        /// Files can be created while the device is locked and stay usable while open; a closed one cannot
+        /// be opened again until the device is unlocked.
         case completeUnlessOpen
         /// Unreadable whenever the device is locked. Mapped files would then fault in `add`, so this
         /// requires `Options.Strategy.fileStreamCache` or `.flushAll`, whose writes simply fail (counted).
@@ -21,9 +22,10 @@ extension TelemetryBuffer {
 public typealias FileProtection = TelemetryBuffer.FileProtection
 
 extension FileSystem {
-    /// Gives `folder` and everything in it now the protection class `protection`; files and folders
-    /// created in it later take their folder's class. Nothing to do off Apple platforms.
-    static func protect(_ folder: URL, _ protection: FileProtection) throws {
+    /// Gives the folder `folder` the protection class `protection`, which files and folders created in it
+    /// take (files already there keep theirs). A volume without data protection, or a folder that is
+    /// missing, is left as it is. Nothing to do off Apple platforms.
+    static func protect(_ folder: URL, _ protection: FileProtection) {
         #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS) || os(macOS)
         let type: FileProtectionType = switch protection {
         case .none: .none
@@ -31,14 +33,7 @@ extension FileSystem {
         case .completeUnlessOpen: .completeUnlessOpen
         case .complete: .complete
         }
-        let manager = FileManager.default
-        try manager.setAttributes([.protectionKey: type], ofItemAtPath: folder.path)
-        let contents = manager.enumerator(at: folder, includingPropertiesForKeys: [.isSymbolicLinkKey], options: [.skipsHiddenFiles])
-        while let item = contents?.nextObject() as? URL {
-            // A link is not followed: its target is not the buffer's.
-            guard (try? item.resourceValues(forKeys: [.isSymbolicLinkKey]))?.isSymbolicLink != true else { continue }
-            try? manager.setAttributes([.protectionKey: type], ofItemAtPath: item.path)
-        }
+        try? FileManager.default.setAttributes([.protectionKey: type], ofItemAtPath: folder.path)
         #endif
     }
 }

@@ -57,9 +57,11 @@ final class MappedFile {
         descriptor = fd
     }
 
-    /// Writes the mapping's changed pages to the file on disk and waits for it.
+    /// Writes the mapping's changed pages to the file, and the file to stable storage (`F_FULLFSYNC` on
+    /// Apple platforms, where `msync` reaches only the drive's cache).
     func sync() throws {
         guard msync(base, size, MS_SYNC) == 0 else { throw FileSystem.error("msync", path) }
+        guard descriptor.durableSync() == 0 else { throw FileSystem.error("fsync", path) }
     }
 
     deinit {

@@ -243,10 +243,12 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     /// Waits for the sync that empties the retired IO caches and makes those truncations durable (an
-    /// emptied copy becomes a spare, then an IO cache again), then zeroes the lists past their records (a
-    /// forward leaves the published items' bytes there) and writes them to disk.
+    /// emptied copy becomes a spare, then an IO cache again: the spares and both caches are synced), then
+    /// zeroes the lists past their records (a forward leaves the published items' bytes there) and writes
+    /// them to disk.
     func scrub() throws {
         syncs.sync {}
+        try io.sync { for cache in caches { try cache.syncFile() } }
         for spare in unsynced.withLock({ $0.spares }) {
             let fd = try FileSystem.openFile(folder.path + "/" + spare, O_RDONLY)
             defer { fd.close() }

@@ -9,7 +9,8 @@ extension TelemetryBuffer {
     public struct HTTPRequest: Sendable {
         /// The envelope endpoint.
         public var url: URL
-        /// Header fields, in order.
+        /// Header fields, in order: send every one (`Content-Encoding: gzip` among them when the body is
+        /// compressed, see `UploadOptions.compressesBodies`).
         public var headers: [(name: String, value: String)]
         /// The body: the envelope as sent.
         public var body: [UInt8]

@@ -1,5 +1,5 @@
 import Dispatch
-#if canImport(Network)
+#if canImport(Network) && !os(watchOS)
 import Network
 #endif
 
@@ -10,8 +10,8 @@ struct NetworkPath: Sendable, Equatable {
     var isMetered: Bool
 }
 
-/// Reports the network path as it changes. The system's on Apple platforms (`NWPathMonitor`); none on
-/// Linux, which reports nothing of the kind; tests inject their own.
+/// Reports the network path as it changes. The system's on Apple platforms but watchOS (`NWPathMonitor`);
+/// none on watchOS and Linux; tests inject their own.
 protocol NetworkMonitor: Sendable {
     /// Starts reporting: `update` is called with the current path, then with every change.
     func start(_ update: @escaping @Sendable (NetworkPath) -> Void)
@@ -22,7 +22,7 @@ protocol NetworkMonitor: Sendable {
 enum NetworkMonitors {
     /// The system's monitor, where there is one.
     static func system() -> (any NetworkMonitor)? {
-        #if canImport(Network)
+        #if canImport(Network) && !os(watchOS)
         return SystemNetworkMonitor()
         #else
         return nil
@@ -30,8 +30,9 @@ enum NetworkMonitors {
     }
 }
 
-#if canImport(Network)
-/// `NWPathMonitor`, reporting on a queue of its own.
+#if canImport(Network) && !os(watchOS)
+/// `NWPathMonitor`, reporting on a queue of its own. Not on watchOS, where since watchOS 9 it reports no
+/// usable path to most apps (Apple's TN3135).
 final class SystemNetworkMonitor: NetworkMonitor, @unchecked Sendable {
     private let monitor = NWPathMonitor()
 

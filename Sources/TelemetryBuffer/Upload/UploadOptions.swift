@@ -12,6 +12,9 @@ extension TelemetryBuffer {
         public var coolOff: Double = 30 * 60
         /// Seconds a request may take.
         public var requestTimeout: Double = 30
+        /// Whether bodies of 1 KiB or more are sent gzip-compressed (`Content-Encoding: gzip`, with the
+        /// system's zlib where there is one). A custom `HTTPClient` must then send every header it is given.
+        public var compressesBodies = true
 
         /// The defaults: 0.1 s pacing; backoff 3 s × 2^n with jitter; 5 attempts; 30 min cool-off; 30 s timeout.
         public init() {}

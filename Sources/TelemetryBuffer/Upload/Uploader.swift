@@ -40,6 +40,9 @@ final class Uploader: @unchecked Sendable {
     private var failures = 0
     /// Identifies the latest scheduled wake-up; an earlier one that fires later does nothing.
     private var wake = 0
+    /// Whether the scheduled wake-up is the pacing after a sent envelope, which a new envelope does not
+    /// cut short.
+    private var pacingPending = false
     /// While any is held, no request starts. Changed from any thread; read where a request would start.
     /// `dataRemoval` is counted (removals may overlap), the others are on or off.
     private let holds = Locked<[UploadHold: Int]>([:])
@@ -122,7 +125,7 @@ final class Uploader: @unchecked Sendable {
     func kick() {
         queue.async { [self] in
             switch current.withLock({ $0 }) {
-            case .idle, .rateLimited: schedule(after: 0)
+            case .idle where !pacingPending, .rateLimited: schedule(after: 0)
             default: break
             }
         }
@@ -131,9 +134,11 @@ final class Uploader: @unchecked Sendable {
     /// Sends the next envelope after `seconds`, replacing any wake-up scheduled before.
     private func schedule(after seconds: Double) {
         wake &+= 1
+        pacingPending = false
         let token = wake
         clock.after(seconds, on: queue) { [self] in
             guard token == wake else { return }
+            pacingPending = false
             sendNext()
         }
     }
@@ -218,7 +223,7 @@ final class Uploader: @unchecked Sendable {
         var request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
                                   timeout: options.requestTimeout)
         let size = request.body.count
-        if let compressed = Gzip.compress(request.body) {
+        if options.compressesBodies, let compressed = Gzip.compress(request.body) {
             request.body = compressed
             request.headers.append(("Content-Encoding", "gzip"))
         }
@@ -280,6 +285,7 @@ final class Uploader: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         set(.idle)
         schedule(after: pacing)
+        pacingPending = true
     }
 
     /// `options.pacing`, spaced out ten times (and to at least 1 s) while the device is in Low Power Mode.

@@ -239,6 +239,35 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// On a clock moved by hand: an envelope stored during the pacing after a sent one waits for it (a
+    /// kick used to cut it short, so Low Power Mode's spacing held only while nothing new was stored).
+    func testANewEnvelopeWaitsOutThePacing() throws {
+        let server = try server()
+        defer { server.stop() }
+        let clock = ManualClock()
+        let buffer = try buffer(server) {
+            $0.clock = clock
+            $0.uploadOptions.pacing = 10
+        }
+        defer { buffer.close() }
+        buffer.add(log: .test("first"))
+        buffer.flush()
+        eventually {
+            clock.advance(by: 0)
+            return server.requests.withLock { $0.count } == 1 && buffer.stats().upload == .idle && stored(buffer) == 0
+        }
+        buffer.add(log: .test("second"))
+        buffer.flush()
+        buffer.waitForBackgroundWork()
+        clock.advance(by: 9.9)
+        buffer.waitForBackgroundWork()
+        // Had a wake-up come due, the uploader would be sending by now (its queue ran it).
+        XCTAssertEqual(buffer.stats().upload, .idle, "the pacing holds")
+        XCTAssertEqual(stored(buffer), 1)
+        clock.advance(by: 0.1)
+        eventually { server.requests.withLock { $0.count } == 2 }
+    }
+
     /// On a clock moved by hand: a 429 with `Retry-After: 60` holds every category for exactly 60 s.
     func testRetryAfterIsWaitedOutExactlyOnTheClock() throws {
         let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "60"])]))

@@ -24,7 +24,11 @@ public struct TelemetryBufferLogHandler: LogHandler {
     /// Messages below this level are not sent. Default `.info`, as swift-log's own handlers.
     public var logLevel: Logger.Level = .info
     /// Metadata sent with every message of this handler.
-    public var metadata: Logger.Metadata = [:]
+    public var metadata: Logger.Metadata = [:] {
+        didSet { metadataAttributes = MetadataAttributes.attributes(metadata) }
+    }
+    /// `metadata` as attributes, built when it changes rather than per message.
+    private var metadataAttributes = Attributes()
     /// Metadata computed per message (for example from a task-local context).
     public var metadataProvider: Logger.MetadataProvider?
     /// The trace (and span) of a message when no `ActiveTrace` is set; `nil` uses `TraceID.process`.
@@ -54,8 +58,7 @@ public struct TelemetryBufferLogHandler: LogHandler {
     /// Sends one message as a log (swift-log calls it only at or above `logLevel`). An error given with the
     /// message becomes `exception.type` and `exception.message`.
     public func log(event: LogEvent) {
-        var attributes = Attributes()
-        MetadataAttributes.add(metadata, to: &attributes)
+        var attributes = metadataAttributes
         if let provided = metadataProvider?.get() { MetadataAttributes.add(provided, to: &attributes) }
         if let explicit = event.metadata { MetadataAttributes.add(explicit, to: &attributes) }
         if let error = event.error {

@@ -81,6 +81,7 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         logger[metadataKey: "logger"] = "l"
         logger.info("with metadata", metadata: [
             "text": "value", "count": .stringConvertible(3), "ratio": .stringConvertible(0.5),
+            "small": .stringConvertible(UInt8(7)), "huge": .stringConvertible(UInt64.max), "single": .stringConvertible(Float(0.25)),
             "flag": .stringConvertible(true), "date": .stringConvertible(URL(fileURLWithPath: "/x")),
             "http": ["status": .stringConvertible(200), "route": "/checkout", "request": ["id": "r1"]],
             "tags": ["a", "b"], "mixed": ["a", .stringConvertible(1)], "shared": "from the call",
@@ -93,6 +94,9 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         XCTAssertEqual(value("text"), "string:value")
         XCTAssertEqual(value("count"), "integer:3")
         XCTAssertEqual(value("ratio"), "double:0.5")
+        XCTAssertEqual(value("small"), "integer:7")
+        XCTAssertEqual(value("huge"), "string:18446744073709551615", "beyond Int64: its text")
+        XCTAssertEqual(value("single"), "double:0.25")
         XCTAssertEqual(value("flag"), "boolean:1")
         XCTAssertEqual(value("date"), "string:file:///x")
         XCTAssertEqual(value("http.status"), "integer:200")
