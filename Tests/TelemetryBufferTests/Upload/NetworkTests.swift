@@ -90,6 +90,10 @@ final class NetworkTests: XCTestCase {
         buffer.add(log: .test("retried"))
         buffer.flush()
         eventually { if case .backingOff = buffer.stats().upload { true } else { false } }
+        // A change of a working network (here it turns metered) is no return: the backoff goes on.
+        network.report(NetworkPath(isSatisfied: true, isMetered: true))
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(requests(server), 1)
         network.report(NetworkPath(isSatisfied: false, isMetered: false))
         buffer.waitForBackgroundWork()
         XCTAssertEqual(requests(server), 1, "no route: still waiting")
