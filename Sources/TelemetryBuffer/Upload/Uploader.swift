@@ -16,7 +16,9 @@ import Foundation
 /// Every response's `X-Sentry-Rate-Limits` (or a 429's `Retry-After`) updates the rate limits. Each request
 /// gets `sent_at` in its envelope header (the file never holds it) and the pending client report as an
 /// extra item; the report's counts are reset only when Sentry accepts the envelope. An envelope that
-/// cannot be read or parsed is deleted and counted (`internal_sdk_error`), never retried.
+/// cannot be read or parsed is deleted and counted (`internal_sdk_error`), never retried. Bodies of 1 KiB
+/// or more go gzip-compressed. Holds (consent, a removal, a metered network) stop new requests without
+/// dropping anything; `resume()` ends a backoff or cool-off early.
 final class Uploader: @unchecked Sendable {
     private let queue = DispatchQueue(label: "io.telemetrybuffer.upload", qos: .utility)
     private let files: FileTransport
@@ -120,8 +122,9 @@ final class Uploader: @unchecked Sendable {
     /// Returns once the uploader has done what was queued before the call (for tests).
     func waitForQueuedWork() { queue.sync {} }
 
-    /// Starts draining now unless the uploader is waiting out a failure or has stopped (a rate-limit
-    /// wait is cut short: the new envelope may be of another category).
+    /// Starts draining now unless the uploader is waiting out a failure or the pacing after a sent
+    /// envelope, is held, or has stopped (a rate-limit wait is cut short: the new envelope may be of
+    /// another category).
     func kick() {
         queue.async { [self] in
             switch current.withLock({ $0 }) {
