@@ -5,17 +5,23 @@ import TelemetryBuffer
 /// every `add` of that seq has returned with its item held, or `drop <seq> log|span|log span` naming
 /// what was dropped; then closes the buffer
 /// (with --no-close it just returns from main: the graceful-exit hook must forward the items). With
-/// --exhaust-descriptors, no file descriptor is left once the buffer exists.
+/// --exhaust-descriptors, no file descriptor is left once the buffer exists. With --remove-at N, it calls
+/// `removeAllData()` before adding item N and prints `removed` once that returned.
 enum Stress {
     static func run(_ arguments: Arguments) throws {
         let directory = URL(fileURLWithPath: try arguments.required("dir"))
         let count = try arguments.integer("count", default: 1000)
         let withSpans = arguments.flag("spans")
+        let removeAt = try arguments.integer("remove-at", default: -1)
         let buffer = try TelemetryBuffer(options: options(arguments, directory: directory))
         if arguments.flag("exhaust-descriptors") { exhaustDescriptors() }
         var trace = TraceID.random()
         var segment = SpanID.random()
         for seq in 0..<count {
+            if seq == removeAt {
+                try buffer.removeAllData()
+                FileHandle.standardOutput.write(Data("removed\n".utf8))
+            }
             var dropped: [String] = []
             if !buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace,
                                     attributes: ["seq": .integer(Int64(seq))])) {

@@ -11,6 +11,8 @@ func options(_ arguments: Arguments, directory: URL) throws -> Options {
     options.upload = arguments.command == "upload"
     options.strategy = try arguments.strategy()
     options.maxCachedEnvelopes = try arguments.integer("max-envelopes", default: options.maxCachedEnvelopes)
+    // A raised cap lifts the byte quota too: a test that counts every item must see no eviction.
+    if arguments.string("max-envelopes") != nil { options.maxCacheBytes = .max }
     options.environment = "demo"
     options.release = "telemetry-demo@\(TelemetryBuffer.version)"
     options.diagnosticHandler = { FileHandle.standardError.write(Data("telemetry-demo: \($0)\n".utf8)) }
