@@ -39,13 +39,19 @@ final class NetworkTests: XCTestCase {
 
     private func requests(_ server: TestServer) -> Int { server.requests.withLock { $0.count } }
 
-    func testResumeEndsABackoffAndSendsNow() throws {
-        let server = try TestServer(script: TestServer.sequence([.respond(503)]))
-        defer { server.stop() }
-        let buffer = try buffer(server)
+    /// A buffer on `server` (which fails the first request) whose one log waits out a backoff.
+    private func backingOff(_ server: TestServer, _ configure: (inout Options) -> Void = { _ in }) throws -> TelemetryBuffer {
+        let buffer = try buffer(server, configure)
         buffer.add(log: .test("retried"))
         buffer.flush()
         eventually { if case .backingOff = buffer.stats().upload { true } else { false } }
+        return buffer
+    }
+
+    func testResumeEndsABackoffAndSendsNow() throws {
+        let server = try TestServer(script: TestServer.sequence([.respond(503)]))
+        defer { server.stop() }
+        let buffer = try backingOff(server)
         XCTAssertEqual(requests(server), 1)
         buffer.resumeUploads()
         eventually { requests(server) == 2 && buffer.stats().upload == .idle }
@@ -86,10 +92,7 @@ final class NetworkTests: XCTestCase {
         let server = try TestServer(script: TestServer.sequence([.respond(503)]))
         defer { server.stop() }
         let network = InjectedNetwork(NetworkPath(isSatisfied: true, isMetered: false))
-        let buffer = try buffer(server) { $0.networkMonitor = network }
-        buffer.add(log: .test("retried"))
-        buffer.flush()
-        eventually { if case .backingOff = buffer.stats().upload { true } else { false } }
+        let buffer = try backingOff(server) { $0.networkMonitor = network }
         // A change of a working network (here it turns metered) is no return: the backoff goes on.
         network.report(NetworkPath(isSatisfied: true, isMetered: true))
         buffer.waitForBackgroundWork()
@@ -142,10 +145,7 @@ final class NetworkTests: XCTestCase {
     func testAHoldAndItsReleaseDoNotCutABackoffShort() throws {
         let server = try TestServer(script: TestServer.sequence([.respond(503)]))
         defer { server.stop() }
-        let buffer = try buffer(server)
-        buffer.add(log: .test("retried"))
-        buffer.flush()
-        eventually { if case .backingOff = buffer.stats().upload { true } else { false } }
+        let buffer = try backingOff(server)
         buffer.setDataCollection(.pending)
         buffer.setDataCollection(.granted)
         buffer.waitForBackgroundWork()
