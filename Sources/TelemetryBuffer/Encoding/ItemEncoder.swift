@@ -22,6 +22,8 @@ struct ItemEncoder: Sendable {
         /// Bit `n` is set when a default key (or the sequence's, for logs) is `n` bytes long (`n` mod 64):
         /// an item key of another length cannot replace one, which saves comparing strings.
         let keyLengths: UInt64
+        /// The default keys and the reserved ones: an item key among them replaces or shadows something.
+        let keys: [String]
         /// Whether a default has a key the encoder may write from an item's fields (a span's `op`…): the
         /// field then wins, so the defaults are written one by one.
         let shadowsFields: Bool
@@ -35,9 +37,8 @@ struct ItemEncoder: Sendable {
                 return DefaultAttribute(key: attribute.key, fragment: buffer.toArray())
             }
             joined = Array(attributes.map(\.fragment).joined(separator: [0x2C]))
-            keyLengths = (attributes.map(\.key) + reserved).reduce(0) {
-                $0 | 1 << UInt64($1.utf8.count & 63)
-            }
+            keys = attributes.map(\.key) + reserved
+            keyLengths = keys.reduce(0) { $0 | 1 << UInt64($1.utf8.count & 63) }
             shadowsFields = attributes.contains { reserved.contains($0.key) }
         }
     }
@@ -172,7 +173,7 @@ struct ItemEncoder: Sendable {
                             into writer: inout JSONWriter) {
         writer.byte(0x7B)
         var empty = true
-        let mayReplace = Self.mayReplace(defaults, attributes) || defaults.shadowsFields
+        let mayReplace = defaults.shadowsFields || Self.replaces(defaults, attributes)
         if mayReplace {
             for attribute in defaults.attributes
             where !attributes.contains(attribute.key) && !(span.map { Self.writes(attribute.key, from: $0) } ?? false) {
@@ -257,12 +258,18 @@ struct ItemEncoder: Sendable {
         }
     }
 
-    /// Whether one of the item's keys has the length of a default key (or the sequence's).
+    /// Whether one of the item's keys is a default key or a reserved one (the sequence's, a span field's):
+    /// only then are the defaults written one by one rather than in one copy. Lengths first: most keys
+    /// differ from every default key in length, and comparing them costs no string comparison.
     @inline(__always)
-    private static func mayReplace(_ defaults: Defaults, _ attributes: Attributes) -> Bool {
+    private static func replaces(_ defaults: Defaults, _ attributes: Attributes) -> Bool {
         guard defaults.keyLengths != 0 else { return false }
         return attributes.withElements { elements in
-            elements.contains { defaults.keyLengths & 1 << UInt64($0.key.utf8.count & 63) != 0 }
+            elements.contains { element in
+                let length = element.key.utf8.count
+                guard defaults.keyLengths & 1 << UInt64(length & 63) != 0 else { return false }
+                return defaults.keys.contains { $0.utf8.count == length && $0 == element.key }
+            }
         }
     }
 

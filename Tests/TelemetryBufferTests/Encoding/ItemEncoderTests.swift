@@ -62,6 +62,23 @@ final class ItemEncoderTests: XCTestCase {
         XCTAssertEqual(json.components(separatedBy: "sentry.environment").count, 2, "the key appears once")
     }
 
+    /// An item key as long as a default key but another one takes the defaults' one-copy path: the bytes
+    /// are those of the key-by-key path, every default once, in order. One that is a default key (or the
+    /// sequence's) replaces it.
+    func testAKeyAsLongAsADefaultKeyReplacesNothing() throws {
+        let defaults: Attributes = ["os.name": "Linux", "os.version": "6.1", "sentry.sdk.name": "sdk"]
+        let at = Date(timeIntervalSince1970: 1)
+        let sameLength = Log(level: .info, body: "", traceID: trace, timestamp: at, attributes: ["http.route": "/a"])
+        XCTAssertEqual(encoded(sameLength, defaults: defaults), #"""
+            {"timestamp":1,"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","level":"info","severity_number":9,"body":"","attributes":{"os.name":{"value":"Linux","type":"string"},"os.version":{"value":"6.1","type":"string"},"sentry.sdk.name":{"value":"sdk","type":"string"},"sentry.timestamp.sequence":{"value":0,"type":"integer"},"http.route":{"value":"/a","type":"string"}}}
+            """#)
+        let replacing = Log(level: .info, body: "", traceID: trace, timestamp: at,
+                            attributes: ["os.version": "7.0", "sentry.timestamp.sequence": 9])
+        XCTAssertEqual(encoded(replacing, defaults: defaults), #"""
+            {"timestamp":1,"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","level":"info","severity_number":9,"body":"","attributes":{"os.name":{"value":"Linux","type":"string"},"sentry.sdk.name":{"value":"sdk","type":"string"},"os.version":{"value":"7.0","type":"string"},"sentry.timestamp.sequence":{"value":9,"type":"integer"}}}
+            """#)
+    }
+
     func testVeryLargeAndUnicodeBodiesRoundTrip() throws {
         for body in [String(repeating: "ä\"\\\u{1}x", count: 200_000), String(repeating: "🚀", count: 1000)] {
             let json = encoded(Log(level: .fatal, body: body, traceID: trace))
