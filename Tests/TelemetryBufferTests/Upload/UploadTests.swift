@@ -106,7 +106,6 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(requests[1].headers["content-encoding"], "gzip")
         XCTAssertEqual(try WalkedEnvelope(requests[1].body).elements.count, 100, "decompressed and walked")
         XCTAssertLessThan(requests[1].wireBytes * 4, requests[1].body.count, "typical logs compress well")
-        print("gzip: \(requests[1].body.count) bytes of 100 logs sent as \(requests[1].wireBytes)")
         let stats = buffer.stats()
         XCTAssertEqual(stats.bytesSent, requests.reduce(0) { $0 + $1.wireBytes })
         XCTAssertEqual(stats.bytesSavedByGzip, requests[1].body.count - requests[1].wireBytes)
