@@ -111,15 +111,15 @@ public final class TelemetryBuffer: Sendable {
         }
         if let uploader {
             // Before anything can start a request (recovery, on the queue, may store envelopes already).
+            let unmeteredOnly = options.uploadPolicy == .unmeteredOnly
             if options.dataCollection != .granted { uploader.hold(.consent, true) }
             // Until the network's first report says otherwise, a metered one is assumed.
-            if options.uploadPolicy == .unmeteredOnly, network != nil { uploader.hold(.meteredNetwork, true) }
+            if unmeteredOnly, network != nil { uploader.hold(.meteredNetwork, true) }
             uploader.onStop { [weak self] in self?.serverStopped($0) }
             files?.onStore { [weak uploader] in uploader?.kick() }
             uploader.kick()
             // A network that comes back ends a backoff at once (not every change of a working one: that
             // would keep a failing server from its cool-off); a metered one holds uploads if the policy says so.
-            let unmeteredOnly = options.uploadPolicy == .unmeteredOnly
             let wasSatisfied = Locked(true)
             network?.start { [weak uploader] path in
                 uploader?.hold(.meteredNetwork, unmeteredOnly && path.isMetered)
@@ -382,16 +382,17 @@ public final class TelemetryBuffer: Sendable {
         func step(_ body: () throws -> Void) {
             do { try body() } catch { failure = failure ?? error }
         }
-        var forwarded = false
-        outbox.discarding { forwarded = strategy.forward(everything: true) }
+        var forwardFailure: (any Error)?
+        outbox.discarding { forwardFailure = strategy.forward(everything: true) }
+        // The strategy's own error where it is one of the API's; else (a crash handler holding a region) EIO.
+        step {
+            guard let forwardFailure else { return }
+            throw forwardFailure as? TelemetryBufferError ?? .fileSystem(operation: "publish", path: folder.path, errno: EIO)
+        }
         step { try files?.removeAll() }
         step { try strategy.scrub() }
-        if forwarded {
-            // After a failed forward the strategy still owns what it left (a list's copy, `flushing`).
-            step { try folder.removeLeftovers() }
-        } else {
-            step { throw TelemetryBufferError.fileSystem(operation: "publish", path: folder.path, errno: EIO) }
-        }
+        // After a failed forward the strategy still owns what it left (a list's copy, `flushing`).
+        if forwardFailure == nil { step { try folder.removeLeftovers() } }
         step { try folder.sync() }
         if let failure { throw failure }
     }

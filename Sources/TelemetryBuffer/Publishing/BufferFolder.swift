@@ -226,8 +226,9 @@ final class BufferFolder: @unchecked Sendable {
         }
     }
 
-    /// Makes the folder's entries (new files, removals, renames) durable.
-    func sync() throws {
-        guard fd.durableSync() == 0 else { throw FileSystem.error("fsync", path) }
+    /// Makes the files `names` (those present and the buffer's), then the folder's entries (new files,
+    /// removals, renames) durable.
+    func sync(_ names: [String] = []) throws {
+        try FileSystem.sync(names, directoryFD: fd, directoryPath: path)
     }
 }

@@ -28,10 +28,10 @@ protocol BufferStrategy: AnyObject, Sendable {
     /// start per batch is started here, so that `add` wakes one queue, not two.
     func batchStarted()
     /// Publishes held items as envelopes and returns once the transport has them: everything held when
-    /// it began (`everything`), or only the batch that reached a limit. Returns `false` if a step failed
-    /// (logged) and items it was to publish are still held. Background queue.
+    /// it began (`everything`), or only the batch that reached a limit. Returns the failure (also logged)
+    /// that left items it was to publish held; `nil` when there is none. Background queue.
     @discardableResult
-    func forward(everything: Bool) -> Bool
+    func forward(everything: Bool) -> (any Error)?
     /// Rejects every later item, then publishes everything held. Background queue.
     func close()
     /// Clears what the strategy's files still hold of items it forwarded (for `removeAllData`, after a

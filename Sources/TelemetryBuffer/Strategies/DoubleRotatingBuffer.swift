@@ -121,12 +121,12 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     @discardableResult
-    func forward(everything: Bool) -> Bool {
+    func forward(everything: Bool) -> (any Error)? {
         // After a crash signal the process survived, the handler is settled here at the latest (it holds no
         // claim on these lists, only the process-wide handler state).
         _ = tb_crash_settle()
         var published: [Published] = []
-        var complete = true
+        var failure: (any Error)?
         for _ in 0..<(everything ? 2 : 1) {
             guard let batch = regions.beginForwarding() else { break }
             do {
@@ -136,13 +136,13 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                 // The list keeps its items and stays pending; the next forward tries again (only the
                 // retirement, if its envelopes are staged).
                 batcher.diagnostics.log(.error, "could not publish \(BufferFile.crashSafeList(batch.index + 1).name): \(error)")
-                complete = false
+                failure = error
                 break
             }
             Failpoint.publishEmptied.hit()
         }
         outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
-        guard !published.isEmpty else { return complete }
+        guard !published.isEmpty else { return failure }
         let waiting = unsynced.withLock { unsynced in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.map(\.copy)
@@ -150,7 +150,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         }
         syncs.async { self.syncPublished() }
         if waiting > Self.maxUnsynced { syncs.sync {} }
-        return complete
+        return failure
     }
 
     /// Sync queue: makes every published envelope durable, then empties the copies that kept their
@@ -249,11 +249,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     func scrub() throws {
         syncs.sync {}
         try io.sync { for cache in caches { try cache.syncFile() } }
-        for spare in unsynced.withLock({ $0.spares }) {
-            let fd = try FileSystem.openFile(folder.path + "/" + spare, O_RDONLY)
-            defer { fd.close() }
-            guard fd.durableSync() == 0 else { throw FileSystem.error("fsync", folder.path + "/" + spare) }
-        }
+        try folder.sync(unsynced.withLock { $0.spares })
         regions.zeroUnused()
         for list in lists { try list.sync() }
     }

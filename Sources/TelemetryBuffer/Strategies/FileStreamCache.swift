@@ -142,15 +142,15 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     }
 
     @discardableResult
-    func forward(everything: Bool) -> Bool {
-        var complete = true
+    func forward(everything: Bool) -> (any Error)? {
+        var failure: (any Error)?
         for _ in 0..<(everything ? 2 : 1) {
             let ready: Bool = lock.withLock {
                 if !pending {
                     guard cacheBytes > 0 else { return false }
                     do { try rotate() } catch {
                         batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
-                        complete = false
+                        failure = error
                         return false
                     }
                 }
@@ -161,13 +161,13 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                 try publishFlushing()
             } catch {
                 batcher.diagnostics.log(.error, "could not publish \(BufferFile.streamFlushing.name): \(error)")
-                complete = false
+                failure = error
                 break
             }
             lock.withLock { pending = false }
         }
         outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
-        return complete
+        return failure
     }
 
     private func publishFlushing() throws {

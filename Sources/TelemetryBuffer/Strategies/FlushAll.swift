@@ -33,8 +33,8 @@ final class FlushAll: BufferStrategy {
     func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }
 
     @discardableResult
-    func forward(everything: Bool) -> Bool {
-        var complete = true
+    func forward(everything: Bool) -> (any Error)? {
+        var failure: (any Error)?
         // The region already waiting (or the active one), then, for everything, the one active now.
         for _ in 0..<(everything ? 2 : 1) {
             do {
@@ -44,24 +44,24 @@ final class FlushAll: BufferStrategy {
                 // the handler's file; or it survives the signal, the claim goes, and the region is published now.
                 guard CrashRegistration.awaitSettled() else {
                     batcher.diagnostics.log(.warning, "a crash handler holds this buffer's items; its files keep them")
-                    complete = false
+                    failure = CrashInProgress()
                     break
                 }
                 do {
                     guard try publishNext() else { break }
                 } catch {
                     batcher.diagnostics.log(.error, "could not publish a batch: \(error)")
-                    complete = false
+                    failure = error
                     break
                 }
             } catch {
                 batcher.diagnostics.log(.error, "could not publish a batch: \(error)")
-                complete = false
+                failure = error
                 break
             }
         }
         outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
-        return complete
+        return failure
     }
 
     /// Publishes the pending region (or the active one, swapped); `false` when nothing is held.

@@ -10,16 +10,8 @@ final class DataCollectionTests: XCTestCase {
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
     override func tearDown() { directory.remove() }
 
-    private func dsn(_ server: TestServer) -> String { "http://publickey@127.0.0.1:\(server.port)/42" }
-
     private func uploading(_ server: TestServer, _ configure: (inout Options) -> Void = { _ in }) throws -> TelemetryBuffer {
-        try TelemetryBuffer(options: testOptions(directory) {
-            $0.dsn = dsn(server)
-            $0.upload = true
-            $0.maxCachedEnvelopes = 1000
-            $0.uploadOptions.pacing = 0.001
-            configure(&$0)
-        })
+        try TelemetryBuffer(options: uploadingOptions(directory, to: server, configure))
     }
 
     /// Every log body the server received, in order.
@@ -114,7 +106,7 @@ final class DataCollectionTests: XCTestCase {
         let server = try TestServer(script: TestServer.sequence([]))
         defer { server.stop() }
         // A run killed mid-way, leaving items in its lists and envelopes on disk.
-        let killed = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", dsn(server), "--count", "10000000",
+        let killed = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", server.dsn, "--count", "10000000",
                                    "--max-envelopes", "100000"], killAfter: 400_000)
         XCTAssertEqual(killed.status, -SIGKILL, killed.errors)
         XCTAssertTrue(killed.output.contains("ack "), "the child added items before the kill")

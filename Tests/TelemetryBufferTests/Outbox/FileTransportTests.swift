@@ -87,6 +87,16 @@ final class FileTransportTests: XCTestCase {
         buffer.close()
     }
 
+    /// An envelope larger than the whole byte quota is kept while it is the only one: evicting it would
+    /// only lose it. The next one stored evicts it.
+    func testTheLastEnvelopeStaysWhateverItsSize() throws {
+        let transport = try FileTransport(directory: folder, maxEnvelopes: 10, maxBytes: 10)
+        try transport.send(envelope("alone"))
+        XCTAssertEqual(try bodies(), ["alone"])
+        try transport.send(envelope("next"))
+        XCTAssertEqual(try bodies(), ["next"])
+    }
+
     /// The count limit evicts by the same order; a span envelope counts as `info`.
     func testTheCountLimitEvictsByLevelAndSpansCountAsInfo() throws {
         let transport = try FileTransport(directory: folder, maxEnvelopes: 1)

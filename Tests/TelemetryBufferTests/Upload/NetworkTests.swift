@@ -28,10 +28,7 @@ final class NetworkTests: XCTestCase {
     }
 
     private func buffer(_ server: TestServer, _ configure: (inout Options) -> Void = { _ in }) throws -> TelemetryBuffer {
-        try TelemetryBuffer(options: testOptions(directory) {
-            $0.dsn = "http://publickey@127.0.0.1:\(server.port)/42"
-            $0.upload = true
-            $0.uploadOptions.pacing = 0.001
+        try TelemetryBuffer(options: uploadingOptions(directory, to: server) {
             $0.uploadOptions.backoffBase = 600  // never waited out here: only a resume ends it
             configure(&$0)
         })

@@ -196,3 +196,21 @@ final class TestServer: @unchecked Sendable {
         return count > 0 ? Array(chunk[0..<count]) : nil
     }
 }
+
+extension TestServer {
+    /// The DSN of project 42 on this server.
+    var dsn: String { "http://publickey@127.0.0.1:\(port)/42" }
+}
+
+/// Options for a buffer in `directory` that uploads to `server`: room for every envelope, the uploader
+/// paced in milliseconds.
+func uploadingOptions(_ directory: TemporaryDirectory, to server: TestServer,
+                      _ configure: (inout Options) -> Void = { _ in }) -> Options {
+    testOptions(directory) {
+        $0.dsn = server.dsn
+        $0.upload = true
+        $0.maxCachedEnvelopes = 1000
+        $0.uploadOptions.pacing = 0.001
+        configure(&$0)
+    }
+}

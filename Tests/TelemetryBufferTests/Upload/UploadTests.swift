@@ -34,14 +34,8 @@ final class UploadTests: XCTestCase {
         return server
     }
 
-    private func dsn(_ server: TestServer) -> String { "http://publickey@127.0.0.1:\(server.port)/42" }
-
     private func buffer(_ server: TestServer, _ configure: (inout Options) -> Void = { _ in }) throws -> TelemetryBuffer {
-        try TelemetryBuffer(options: testOptions(directory) {
-            $0.dsn = dsn(server)
-            $0.upload = true
-            $0.maxCachedEnvelopes = 1000
-            $0.uploadOptions.pacing = 0.001
+        try TelemetryBuffer(options: uploadingOptions(directory, to: server) {
             $0.uploadOptions.backoffBase = 0.005
             $0.uploadOptions.coolOff = 0.05
             $0.uploadOptions.requestTimeout = 5
@@ -116,9 +110,9 @@ final class UploadTests: XCTestCase {
     func testWithoutZlibBodiesGoUncompressed() throws {
         let server = try server()
         defer { server.stop() }
-        let stress = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", dsn(server), "--count", "30"])
+        let stress = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", server.dsn, "--count", "30"])
         XCTAssertEqual(stress.status, 0, stress.errors)
-        let upload = try Demo.run(["upload", "--dir", directory.url.path, "--dsn", dsn(server), "--timeout", "20"],
+        let upload = try Demo.run(["upload", "--dir", directory.url.path, "--dsn", server.dsn, "--timeout", "20"],
                                   failing: .zlibMissing)
         XCTAssertEqual(upload.status, 0, upload.output + upload.errors)
         let requests = server.requests.withLock { $0 }
@@ -373,7 +367,7 @@ final class UploadTests: XCTestCase {
         let server = try server()
         defer { server.stop() }
         // Left by an earlier process: the transport finds it when the buffer opens.
-        let folder = directory.url.appendingPathComponent(SHA1.hex(dsn(server).utf8)).appendingPathComponent("envelopes")
+        let folder = directory.url.appendingPathComponent(SHA1.hex(server.dsn.utf8)).appendingPathComponent("envelopes")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data("not an envelope\n{\"type\":\"log\",\"length\":99}\n{}".utf8)
             .write(to: folder.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)))
@@ -413,7 +407,7 @@ final class UploadTests: XCTestCase {
     func testAnUploadKilledMidRequestIsResentAtMostOnce() throws {
         let server = try server(TestServer.sequence([.hang(seconds: 3)]))
         defer { server.stop() }
-        let dsn = dsn(server)
+        let dsn = server.dsn
         let stress = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", dsn, "--count", "30"])
         XCTAssertEqual(stress.status, 0, stress.errors)
         let process = Process()
