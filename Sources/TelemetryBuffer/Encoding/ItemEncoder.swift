@@ -22,8 +22,11 @@ struct ItemEncoder: Sendable {
         /// Bit `n` is set when a default key (or the sequence's, for logs) is `n` bytes long (`n` mod 64):
         /// an item key of another length cannot replace one, which saves comparing strings.
         let keyLengths: UInt64
-        /// The default keys and the reserved ones: an item key among them replaces or shadows something.
+        /// The default keys: an item key among them replaces a default.
         let keys: [String]
+        /// The keys the encoder writes itself (the sequence's, a span field's): an item key among them
+        /// replaces what the encoder would write, which leaves the defaults as they are.
+        let reserved: [String]
         /// Whether a default has a key the encoder may write from an item's fields (a span's `op`…): the
         /// field then wins, so the defaults are written one by one.
         let shadowsFields: Bool
@@ -37,8 +40,9 @@ struct ItemEncoder: Sendable {
                 return DefaultAttribute(key: attribute.key, fragment: buffer.toArray())
             }
             joined = Array(attributes.map(\.fragment).joined(separator: [0x2C]))
-            keys = attributes.map(\.key) + reserved
-            keyLengths = keys.reduce(0) { $0 | 1 << UInt64($1.utf8.count & 63) }
+            keys = attributes.map(\.key)
+            self.reserved = reserved
+            keyLengths = (keys + reserved).reduce(0) { $0 | 1 << UInt64($1.utf8.count & 63) }
             shadowsFields = attributes.contains { reserved.contains($0.key) }
         }
     }
@@ -173,8 +177,8 @@ struct ItemEncoder: Sendable {
                             into writer: inout JSONWriter) {
         writer.byte(0x7B)
         var empty = true
-        let mayReplace = defaults.shadowsFields || Self.replaces(defaults, attributes)
-        if mayReplace {
+        let collision = Self.collision(of: attributes, with: defaults)
+        if defaults.shadowsFields || collision.replacesDefault {
             for attribute in defaults.attributes
             where !attributes.contains(attribute.key) && !(span.map { Self.writes(attribute.key, from: $0) } ?? false) {
                 if !empty { writer.byte(0x2C) }
@@ -185,14 +189,14 @@ struct ItemEncoder: Sendable {
             writer.raw(defaults.joined)
             empty = false
         }
-        if let sequence, !mayReplace || !attributes.contains(Self.sequenceKey) {
+        if let sequence, !collision.replacesReserved || !attributes.contains(Self.sequenceKey) {
             if !empty { writer.byte(0x2C) }
             empty = false
             writer.raw("\"sentry.timestamp.sequence\":{\"value\":")
             writer.integer(sequence)
             writer.raw(",\"type\":\"integer\"}")
         }
-        if let span { commonAttributes(of: span, skipping: mayReplace ? attributes : nil, empty: &empty, into: &writer) }
+        if let span { commonAttributes(of: span, skipping: collision.replacesReserved ? attributes : nil, empty: &empty, into: &writer) }
         if !empty, !attributes.isEmpty { writer.byte(0x2C) }
         writer.attributeList(attributes)
         writer.byte(0x7D)
@@ -258,18 +262,24 @@ struct ItemEncoder: Sendable {
         }
     }
 
-    /// Whether one of the item's keys is a default key or a reserved one (the sequence's, a span field's):
-    /// only then are the defaults written one by one rather than in one copy. Lengths first: most keys
-    /// differ from every default key in length, and comparing them costs no string comparison.
+    /// Whether one of the item's keys is a default key (then the defaults are written one by one rather
+    /// than in one copy), and whether one is a reserved key (then the encoder checks what it writes itself
+    /// against the item's keys). Lengths first: most keys differ from every such key in length, and
+    /// comparing them costs no string comparison. Kept apart because a span's own `sentry.op` attribute is
+    /// common, and writing the defaults one by one copies each, with reference counts that every adding
+    /// thread then moves between the cores.
     @inline(__always)
-    private static func replaces(_ defaults: Defaults, _ attributes: Attributes) -> Bool {
-        guard defaults.keyLengths != 0 else { return false }
+    private static func collision(of attributes: Attributes, with defaults: Defaults) -> (replacesDefault: Bool, replacesReserved: Bool) {
+        guard defaults.keyLengths != 0 else { return (false, false) }
         return attributes.withElements { elements in
-            elements.contains { element in
+            var found = (replacesDefault: false, replacesReserved: false)
+            for element in elements {
                 let length = element.key.utf8.count
-                guard defaults.keyLengths & 1 << UInt64(length & 63) != 0 else { return false }
-                return defaults.keys.contains { $0.utf8.count == length && $0 == element.key }
+                guard defaults.keyLengths & 1 << UInt64(length & 63) != 0 else { continue }
+                found.replacesDefault = found.replacesDefault || defaults.keys.contains { $0.utf8.count == length && $0 == element.key }
+                found.replacesReserved = found.replacesReserved || defaults.reserved.contains { $0.utf8.count == length && $0 == element.key }
             }
+            return found
         }
     }
 

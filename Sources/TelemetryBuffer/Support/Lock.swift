@@ -1,16 +1,31 @@
 import Foundation
 
 /// A non-recursive mutex for short critical sections: `os_unfair_lock` on Apple platforms, an adaptive
-/// `pthread_mutex_t` with glibc, a plain one elsewhere. The lock word lives in its own allocation so its address never moves.
+/// `pthread_mutex_t` with glibc, a plain one elsewhere.
+///
+/// The lock word lives in an allocation of its own, so its address never moves, on cache lines of its
+/// own: threads taking the lock move those lines between cores, and a word another object kept there
+/// would move with them (and make every reader of that word miss). The same lines can hold what the lock
+/// guards (`trailing`), which a thread taking the lock then finds on the line it has just fetched.
 final class Lock: @unchecked Sendable {
     #if canImport(Darwin)
-    private let word: UnsafeMutablePointer<os_unfair_lock>
+    private typealias Word = os_unfair_lock
     #else
-    private let word: UnsafeMutablePointer<pthread_mutex_t>
+    private typealias Word = pthread_mutex_t
     #endif
+    private let word: UnsafeMutablePointer<Word>
+    /// `trailingBytes` of uninitialized memory after the lock word, aligned as asked.
+    let trailing: UnsafeMutableRawPointer
+    /// Apple's M-series line; x86 fetches its 64-byte lines in adjacent pairs.
+    private static let cacheLine = 128
 
-    init() {
-        word = .allocate(capacity: 1)
+    /// A lock with room for `trailingBytes` bytes after its word, aligned to `trailingAlignment`.
+    init(trailingBytes: Int = 0, trailingAlignment: Int = 1) {
+        let offset = (MemoryLayout<Word>.size + trailingAlignment - 1) & ~(trailingAlignment - 1)
+        let size = (offset + trailingBytes + Self.cacheLine - 1) & ~(Self.cacheLine - 1)
+        let block = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: max(Self.cacheLine, trailingAlignment))
+        word = block.bindMemory(to: Word.self, capacity: 1)
+        trailing = block + offset
         #if canImport(Darwin)
         word.initialize(to: os_unfair_lock())
         #else
@@ -35,7 +50,7 @@ final class Lock: @unchecked Sendable {
         pthread_mutex_destroy(word)
         #endif
         word.deinitialize(count: 1)
-        word.deallocate()
+        UnsafeMutableRawPointer(word).deallocate()
     }
 
     @inline(__always)
@@ -67,22 +82,22 @@ final class Lock: @unchecked Sendable {
 /// A value guarded by a `Lock`: `Sendable` when the value is (as `NIOLockedValueBox`), so a non-Sendable
 /// value cannot cross threads hidden in one.
 ///
-/// The value lives in its own allocation and is reached through a pointer, so accessing it costs no
-/// dynamic exclusivity check (a class's stored `var` would cost two runtime calls per access); the lock
-/// already makes the accesses exclusive.
+/// The value lives right after the lock word, on the lock's cache lines: two threads taking turns move
+/// one block between their cores, not two (`Benchmarks/RESULTS.md`, run P). It is reached through a pointer, so
+/// accessing it costs no dynamic exclusivity check (a class's stored `var` would cost two runtime calls
+/// per access); the lock already makes the accesses exclusive.
 final class Locked<Value> {
-    private let lock = Lock()
+    private let lock: Lock
     private let value: UnsafeMutablePointer<Value>
 
     init(_ value: Value) {
-        self.value = .allocate(capacity: 1)
+        lock = Lock(trailingBytes: MemoryLayout<Value>.size, trailingAlignment: MemoryLayout<Value>.alignment)
+        self.value = lock.trailing.bindMemory(to: Value.self, capacity: 1)
         self.value.initialize(to: value)
     }
 
-    deinit {
-        value.deinitialize(count: 1)
-        value.deallocate()
-    }
+    /// (The lock frees the memory after this.)
+    deinit { value.deinitialize(count: 1) }
 
     @inline(__always)
     func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {

@@ -79,6 +79,18 @@ final class ItemEncoderTests: XCTestCase {
             """#)
     }
 
+    /// A span's own attribute with a key the encoder writes from a field (`sentry.op`) wins over the
+    /// field, and leaves the defaults in their one copy, in order.
+    func testASpansOwnReservedKeyLeavesTheDefaultsWhole() {
+        let span = Span(traceID: trace, spanID: SpanID(1), name: "n", isSegment: false,
+                        startTimestamp: Date(timeIntervalSince1970: 1), endTimestamp: Date(timeIntervalSince1970: 2),
+                        attributes: ["sentry.op": "http.client", "server.address": "a"], op: "db")
+        let json = encoded(defaults: ["os.name": "Linux", "sentry.sdk.name": "sdk"]) { $0.encode(span, into: &$1) }
+        XCTAssertEqual(json, #"""
+            {"trace_id":"4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6","span_id":"0000000000000001","name":"n","status":"ok","is_segment":false,"start_timestamp":1,"end_timestamp":2,"attributes":{"os.name":{"value":"Linux","type":"string"},"sentry.sdk.name":{"value":"sdk","type":"string"},"sentry.op":{"value":"http.client","type":"string"},"server.address":{"value":"a","type":"string"}}}
+            """#)
+    }
+
     func testVeryLargeAndUnicodeBodiesRoundTrip() throws {
         for body in [String(repeating: "ä\"\\\u{1}x", count: 200_000), String(repeating: "🚀", count: 1000)] {
             let json = encoded(Log(level: .fatal, body: body, traceID: trace))
