@@ -8,15 +8,16 @@ import TelemetryBuffer
 //
 //   LoadDriver rate <strategy> <logs per second> <adds>    per-call times at a paced rate
 //   LoadDriver memory <strategy> [warm]                    resident set before and after
-//   LoadDriver threads <threads> <rounds>                  adds per second in all, threads adding at once
+//   LoadDriver threads <threads> <rounds> [logs]           adds per second in all, threads adding at once
 //   LoadDriver saturate <threads> <seconds>                as fast as possible, at the default limits
 
 /// The typical log of the benchmarks: an 80-character body with a quote, five attributes.
-let typicalLog = Log(
+func makeLog() -> Log { Log(
     level: .info, body: #"Checkout "express" finished for order 7341 after 3 retries; cart had 12 items."#,
     traceID: TraceID(high: 0x4F2B_8E1C_9A7D_43E6, low: 0xB0C5_D1E2_F3A4_B5C6), spanID: SpanID(0x9C1D_2E3F_4A5B_6C7D),
     timestamp: Date(timeIntervalSince1970: 1_767_261_600.125),
-    attributes: ["http.route": "/checkout", "http.status_code": 200, "duration.ms": 412.75, "cache.hit": true, "user.tier": "gold"])
+    attributes: ["http.route": "/checkout", "http.status_code": 200, "duration.ms": 412.75, "cache.hit": true, "user.tier": "gold"]) }
+let typicalLog = makeLog()
 
 /// Monotonic nanoseconds.
 @inline(__always)
@@ -137,7 +138,8 @@ let typicalSpan = makeSpan()
 /// or wake-up runs while they add. A round's time runs from the first thread's start to the last one's
 /// end; the batch is flushed between rounds. Prints the median rate in all and the time per add in each
 /// thread. With SEPARATE=1 each thread adds to a buffer of its own: the machine's floor for the scaling.
-func threads(_ count: Int, rounds: Int) {
+/// With `logs`, typical logs instead, 96 per round (a batch holds 100).
+func threads(_ count: Int, rounds: Int, logs: Bool) {
     let separate = ProcessInfo.processInfo.environment["SEPARATE"] != nil
     /// Where the threads meet before each round (so that a late wake-up is not counted as adding time)
     /// and leave their start and end times.
@@ -149,22 +151,26 @@ func threads(_ count: Int, rounds: Int) {
     }
     let shared = makeBuffer(.doubleRotatingBuffer)
     let buffers = (0..<count).map { separate ? makeBuffer(.doubleRotatingBuffer, name: "-\($0)") : shared }
-    let perThread = 960 / count
+    let perThread = (logs ? 96 : 960) / count
     let round = Round()
     let starts = (0..<count).map { _ in DispatchSemaphore(value: 0) }
     let done = DispatchGroup()
     for thread in 0..<count {
         Thread {
-            // A span of the thread's own, as an app's threads build theirs: one shared by both threads would
+            // An item of the thread's own, as an app's threads build theirs: one shared by both threads would
             // have them contend on its reference counts.
-            let span = makeSpan()
+            let span = makeSpan(), log = makeLog()
             let target = buffers[thread]
             while true {
                 starts[thread].wait()
                 round.lock.withLock { round.arrived += 1 }
                 while round.lock.withLock({ round.arrived }) < count {}
                 let start = now()
-                for _ in 0..<perThread { target.add(span: span) }
+                if logs {
+                    for _ in 0..<perThread { target.add(log: log) }
+                } else {
+                    for _ in 0..<perThread { target.add(span: span) }
+                }
                 let end = now()
                 round.lock.withLock {
                     round.starts.append(start)
@@ -180,7 +186,7 @@ func threads(_ count: Int, rounds: Int) {
         // round, so those threads do not take the cores from the adding ones.
         for buffer in separate ? buffers : [shared] {
             buffer.flush()
-            buffer.add(span: typicalSpan)
+            if logs { buffer.add(log: typicalLog) } else { buffer.add(span: typicalSpan) }
         }
         usleep(2000)
         round.lock.withLock { (round.arrived, round.starts, round.ends) = (0, [], []) }
@@ -197,7 +203,7 @@ func threads(_ count: Int, rounds: Int) {
     rates.sort()
     perAdd.sort()
     skew.sort()
-    print("threads \(count): \(Int(rates[rates.count / 2])) adds/s in all (median of \(rounds) rounds of \(perThread * count) spans), " +
+    print("threads \(count): \(Int(rates[rates.count / 2])) adds/s in all (median of \(rounds) rounds of \(perThread * count) \(logs ? "logs" : "spans")), " +
           "\(Int(perAdd[perAdd.count / 2])) ns per add in each thread, starts \(Int(skew[skew.count / 2])) ns apart")
 }
 
@@ -255,12 +261,12 @@ case "memory":
     memory(strategy(values[0]), warm: values.dropFirst().first == "warm")
 case "threads":
     let values = Array(arguments.dropFirst())
-    threads(Int(values[0])!, rounds: Int(values[1])!)
+    threads(Int(values[0])!, rounds: Int(values[1])!, logs: values.dropFirst(2).first == "logs")
 case "saturate":
     let values = Array(arguments.dropFirst())
     saturate(Int(values[0])!, seconds: Double(values[1])!)
 default:
-    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <rounds> | saturate <n> <seconds>")
+    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <rounds> [logs] | saturate <n> <seconds>")
     exit(2)
 }
 // The folders this run made go into the benchmarks' trash, not deleted (see `trash` in the benchmarks):

@@ -9,11 +9,13 @@ import Foundation
 /// One atomic word holds the millisecond and the last number, updated by compare-and-swap: no lock, no
 /// allocation. Logs encoded on several threads at once get distinct numbers, in the order of their swaps.
 final class TimestampSequence: @unchecked Sendable {
-    private let word = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
+    /// On a cache line of its own (128 bytes: see `Lock`): every log's swap moves it between the adding
+    /// threads' cores, and words other objects kept there (read on every add) would move with it.
+    private let word = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 128).bindMemory(to: UInt64.self, capacity: 1)
 
     init() { word.initialize(to: .max) }
 
-    deinit { word.deallocate() }
+    deinit { UnsafeMutableRawPointer(word).deallocate() }
 
     /// The number of the next log, stamped `timestamp`.
     @inline(__always)
