@@ -11,8 +11,8 @@ python3 ratios.py < .build/benchmark-run.md
 
 # What the harness cannot show, each scenario in a process of its own (see LoadDriver/main.swift): the
 # per-call tail at a sustained 50,000 logs/s at the default limits, wake-ups and forwards included; the
-# resident memory one buffer adds; threads adding at once (and the floor: a buffer per thread); and the
-# most the forwards sustain at the default limits.
+# resident memory one buffer adds; threads adding at once (and the floor: a buffer per thread); a batch's
+# first add (and the floor: waking a parked thread); and the most the forwards sustain at the default limits.
 swift build -c release --product LoadDriver > /dev/null
 driver=.build/release/LoadDriver
 adds=100000; rounds=300; seconds=2
@@ -20,5 +20,8 @@ if [ -n "${BENCHMARK_SMOKE:-}" ]; then adds=1000; rounds=3; seconds=0.1; fi
 echo
 for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" rate "$strategy" 50000 "$adds"; done
 for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" memory "$strategy"; "$driver" memory "$strategy" warm; done
-for threads in 1 2; do "$driver" threads "$threads" "$rounds"; SEPARATE=1 "$driver" threads "$threads" "$rounds" | sed 's/^/floor, a buffer per thread: /'; done
+for kind in spans logs; do
+    for threads in 1 2; do "$driver" threads "$threads" "$rounds" "$kind"; SEPARATE=1 "$driver" threads "$threads" "$rounds" "$kind" | sed 's/^/floor, a buffer per thread: /'; done
+done
+"$driver" first "$((adds / 30))"
 for threads in 1 2; do "$driver" saturate "$threads" "$seconds"; done

@@ -9,6 +9,7 @@ import TelemetryBuffer
 //   LoadDriver rate <strategy> <logs per second> <adds>    per-call times at a paced rate
 //   LoadDriver memory <strategy> [warm]                    resident set before and after
 //   LoadDriver threads <threads> <rounds> [logs]           adds per second in all, threads adding at once
+//   LoadDriver first <count>                               a batch's first add, and its floor
 //   LoadDriver saturate <threads> <seconds>                as fast as possible, at the default limits
 
 /// The typical log of the benchmarks: an 80-character body with a quote, five attributes.
@@ -251,6 +252,29 @@ func saturate(_ count: Int, seconds: Double) {
           "\(Int(Double(accepted) / seconds)) accepted/s in all")
 }
 
+/// `count` times: a flush, then the add that starts the next batch (it wakes the background queue); then
+/// the same after an add that started the batch already; then the floor, signalling a semaphore a parked
+/// thread waits on (one futex wake), after the same flush. Prints each one's per-call percentiles.
+func firstAdds(_ count: Int) {
+    let buffer = makeBuffer(.doubleRotatingBuffer)
+    let parked = DispatchSemaphore(value: 0)
+    Thread { while true { parked.wait() } }.start()
+    for mode in ["first add of a batch", "second add of a batch", "floor, waking a parked thread"] {
+        var times: [UInt32] = []
+        for _ in 0..<count {
+            buffer.add(log: typicalLog)
+            buffer.flush()
+            if mode.hasPrefix("second") { buffer.add(log: typicalLog) }
+            let start = now()
+            if mode.hasPrefix("floor") { parked.signal() } else { buffer.add(log: typicalLog) }
+            times.append(UInt32(now() - start))
+        }
+        times.sort()
+        let micros = { (fraction: Double) in String(format: "%.2f µs", Double(percentile(times, fraction)) / 1000) }
+        print("\(mode) after a flush, \(count) times: p50 \(micros(0.5)), p90 \(micros(0.9)), p99 \(micros(0.99))")
+    }
+}
+
 let arguments = CommandLine.arguments.dropFirst()
 switch arguments.first {
 case "rate":
@@ -262,11 +286,13 @@ case "memory":
 case "threads":
     let values = Array(arguments.dropFirst())
     threads(Int(values[0])!, rounds: Int(values[1])!, logs: values.dropFirst(2).first == "logs")
+case "first":
+    firstAdds(Int(arguments.dropFirst().first!)!)
 case "saturate":
     let values = Array(arguments.dropFirst())
     saturate(Int(values[0])!, seconds: Double(values[1])!)
 default:
-    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <rounds> [logs] | saturate <n> <seconds>")
+    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <rounds> [logs] | first <count> | saturate <n> <seconds>")
     exit(2)
 }
 // The folders this run made go into the benchmarks' trash, not deleted (see `trash` in the benchmarks):
