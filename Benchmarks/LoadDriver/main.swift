@@ -28,7 +28,9 @@ func now() -> UInt64 {
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }
 
-/// A buffer with the library's defaults (limits, intervals), in a fresh folder, uploads off.
+/// A buffer with the library's defaults (limits, intervals), in a fresh folder, uploads off. With nothing
+/// draining the folder, both cache quotas are lifted: past them every forward would also evict an envelope
+/// (read, parse and delete one more file), which a buffer that uploads does not do at a steady state.
 func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuffer {
     let folder = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
         .appendingPathComponent("tb-load-\(getpid())\(name)")
@@ -37,6 +39,7 @@ func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuf
     options.strategy = strategy
     options.upload = false
     options.maxCachedEnvelopes = 1_000_000
+    options.maxCacheBytes = 1 << 40
     return try! TelemetryBuffer(options: options)
 }
 

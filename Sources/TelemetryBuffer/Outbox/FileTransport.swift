@@ -280,8 +280,7 @@ extension TelemetryBuffer {
 
         /// Deletes a stored envelope and counts its items as dropped for `reason`.
         private func discard(_ name: String, reason: DiscardReason, why: String) {
-            let url = directory.appendingPathComponent(name)
-            if let reports, let bytes = FileSystem.contents(of: url.path, limit: FileSystem.maxEnvelopeBytes),
+            if let reports, let bytes = FileSystem.contents(of: directory.path + "/" + name, limit: FileSystem.maxEnvelopeBytes),
                let envelope = try? EnvelopeReader(bytes) {
                 for (category, quantity) in envelope.discardCounts() { reports.record(reason, category, quantity: quantity) }
             }
