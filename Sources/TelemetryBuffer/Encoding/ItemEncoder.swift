@@ -19,8 +19,8 @@ struct ItemEncoder: Sendable {
         /// Every fragment, comma-separated: what items without a key of their own among the defaults
         /// (nearly all) get, in one copy.
         let joined: [UInt8]
-        /// Bit `n` is set when a default key (or the sequence's, for logs) is `n` bytes long (`n` mod 64):
-        /// an item key of another length cannot replace one, which saves comparing strings.
+        /// Bit `n` is set when a default or a reserved key is `n` bytes long (`n` mod 64): an item key of
+        /// another length cannot be one, which saves comparing strings.
         let keyLengths: UInt64
         /// The default keys: an item key among them replaces a default.
         let keys: [String]

@@ -21,6 +21,7 @@ final class Lock: @unchecked Sendable {
 
     /// A lock with room for `trailingBytes` bytes after its word, aligned to `trailingAlignment`.
     init(trailingBytes: Int = 0, trailingAlignment: Int = 1) {
+        precondition(trailingAlignment > 0 && trailingAlignment & (trailingAlignment - 1) == 0, "alignment must be a power of two")
         let offset = (MemoryLayout<Word>.size + trailingAlignment - 1) & ~(trailingAlignment - 1)
         let size = (offset + trailingBytes + Self.cacheLine - 1) & ~(Self.cacheLine - 1)
         let block = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: max(Self.cacheLine, trailingAlignment))
