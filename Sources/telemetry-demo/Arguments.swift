@@ -17,7 +17,7 @@ struct Arguments {
                telemetry-demo crash   --kind K [--dir D] [--strategy S] [--after N] [--spans]
                                       [--previous-handler] [--second-dsn DSN] [--sigterm] [--linger-us N]
                                       [--when-held] [--survive-first] [--fork-child] [--previous-closes]
-                                      [--close-while-crashing --other-dir D]
+                                      [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
         crash kinds: segv abort fatal unwrap overflow index stack thread bus kill term
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
         """
@@ -29,7 +29,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "previous-closes", "exhaust-descriptors"].contains(name) {
+            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "previous-closes", "exhaust-descriptors", "during-removal"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {
                 values[name] = value

@@ -8,7 +8,9 @@ import Glibc
 import Musl
 #endif
 
-/// `crash`: adds N items like `stress` (printing `ack <seq>`), then dies the way `--kind` says.
+/// `crash`: adds N items like `stress` (printing `ack <seq>`), then dies the way `--kind` says. With
+/// `--remove-at M`, it calls `removeAllData()` before item M (printing `removed` once it returned); with
+/// `--during-removal` as well, another thread dies `--linger-us` after the removal started instead.
 enum Crash {
     static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "kill", "term"]
 
@@ -31,7 +33,19 @@ enum Crash {
         let count = try arguments.integer("after", default: 100)
         let trace = TraceID.random()
         let survive = arguments.flag("survive-first")
+        let removeAt = try arguments.integer("remove-at", default: -1)
+        let linger = useconds_t(try arguments.integer("linger-us", default: 0))
         for seq in 0..<count * (survive ? 2 : 1) {
+            if seq == removeAt {
+                if arguments.flag("during-removal") {
+                    Thread {
+                        usleep(linger)
+                        die(kind)
+                    }.start()
+                }
+                try buffers.forEach { try $0.removeAllData() }
+                FileHandle.standardOutput.write(Data("removed\n".utf8))
+            }
             if survive, seq == count {
                 // A crash signal the process survives (the previous handler returns the first time), then a
                 // forward: what the handler wrote must not publish these items a second time.
@@ -66,7 +80,8 @@ enum Crash {
             FileHandle.standardError.write(Data("telemetry-demo: still alive after the handler\n".utf8))
             exit(3)
         }
-        usleep(useconds_t(try arguments.integer("linger-us", default: 0)))
+        if arguments.flag("during-removal") { while true { sleep(1) } }  // the other thread dies
+        usleep(linger)
         FileHandle.standardError.write(Data("telemetry-demo: crashing (\(kind)), buffer folder \(directory.path)\n".utf8))
         die(kind)
         withExtendedLifetime(buffers) {}

@@ -15,14 +15,7 @@ extension XCTestCase {
         XCTAssertTrue(seqs == Array(0..<seqs.count), "\(label): seqs printed out of order", file: file, line: line)
         // The item after the last one printed may be held, killed before its line was printed.
         let attempted = seqs.count + 1
-        let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
-        let walked = try walkEnvelopes(in: envelopes)
-        var kinds = [("log", try logBodies(in: envelopes))]
-        if spans {
-            kinds.append(("span", walked.flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
-                .compactMap { $0["name"] as? String }))
-        }
-        for (kind, names) in kinds {
+        for (kind, names) in try deliveredNames(in: folder, spans: spans) {
             let dropped = Set(lines.filter { $0.first == "drop" && $0.contains(kind) }.map { Int($0[1])! })
             let acked = Set(seqs).subtracting(dropped)
             let delivered = names.compactMap { Int($0.dropFirst(5)) }
@@ -38,6 +31,45 @@ extension XCTestCase {
                               file: file, line: line)
             }
         }
+        try assertNoStagedFiles(in: folder, label, file: file, line: line)
+    }
+
+    /// Checks a `stress` or `crash` child that called `removeAllData()` at item `removeAt` (and printed
+    /// `removed` once it returned) against what a recovery left: nothing delivered twice and nothing never
+    /// added, whenever the child died; once `removed` was printed, nothing added before it, and (when
+    /// `crashSafe`) every item acknowledged after it.
+    func assertRemovalHeld(_ run: Demo.Run, in folder: TemporaryDirectory, removeAt: Int, spans: Bool, crashSafe: Bool,
+                           _ label: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let lines = run.lines.map { $0.split(separator: " ").map(String.init) }
+        let removed = lines.contains(["removed"])
+        let attempted = lines.filter { $0.first == "ack" || $0.first == "drop" }.count + 1
+        for (kind, names) in try deliveredNames(in: folder, spans: spans) {
+            let acked = Set(lines.filter { $0.first == "ack" }.map { Int($0[1])! })
+            let delivered = names.compactMap { Int($0.dropFirst(5)) }
+            XCTAssertEqual(delivered.count, Set(delivered).count, "\(label): a \(kind) was delivered twice", file: file, line: line)
+            XCTAssertTrue(delivered.allSatisfy { $0 < attempted }, "\(label): a \(kind) never added", file: file, line: line)
+            guard removed else { continue }
+            XCTAssertTrue(delivered.allSatisfy { $0 >= removeAt }, "\(label): a removed \(kind) came back", file: file, line: line)
+            if crashSafe {
+                let missing = acked.filter { $0 >= removeAt }.subtracting(delivered)
+                XCTAssertTrue(missing.isEmpty, "\(label): \(missing.count) \(kind)s acknowledged after the removal lost",
+                              file: file, line: line)
+            }
+        }
+    }
+
+    /// The names of the logs (their bodies) and, with `spans`, of the spans in the envelopes a recovery left.
+    private func deliveredNames(in folder: TemporaryDirectory, spans: Bool) throws -> [(kind: String, names: [String])] {
+        let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
+        var kinds = [("log", try logBodies(in: envelopes))]
+        if spans {
+            kinds.append(("span", try walkEnvelopes(in: envelopes).flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
+                .compactMap { $0["name"] as? String }))
+        }
+        return kinds
+    }
+
+    private func assertNoStagedFiles(in folder: TemporaryDirectory, _ label: String, file: StaticString, line: UInt) throws {
         let leftovers = try FileManager.default.contentsOfDirectory(
             atPath: folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer").path)
         XCTAssertFalse(leftovers.contains { $0.hasPrefix("envelope-") || $0 == "recovered" || $0 == "flushing" },

@@ -51,27 +51,15 @@ final class KillTests: XCTestCase {
                 let around = 25_000 + removeAt * 22
                 let killAfter = run % 2 == 0 ? useconds_t.random(in: 0...350_000, using: &generator)
                     : useconds_t.random(in: useconds_t(around - 20_000)...useconds_t(around + 20_000), using: &generator)
+                let spans = run % 4 == 1
                 let stress = try Demo.run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue,
                                            "--count", "30000", "--max-envelopes", "100000", "--remove-at", String(removeAt)]
-                                          + (run % 4 == 1 ? ["--spans"] : []),
+                                          + (spans ? ["--spans"] : []),
                                           killAfter: killAfter)
                 let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
-                let label = "\(strategy) run \(run), removal before \(removeAt)"
-                let lines = stress.lines.map { $0.split(separator: " ").map(String.init) }
-                let removed = lines.contains(["removed"])
-                let acked = Set(lines.filter { $0.first == "ack" }.map { Int($0[1])! })
-                let attempted = lines.filter { $0.first == "ack" || $0.first == "drop" }.count + 1
-                let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
-                let delivered = try logBodies(in: envelopes).compactMap { Int($0.dropFirst(5)) }
-                XCTAssertEqual(delivered.count, Set(delivered).count, "\(label): a log was delivered twice")
-                XCTAssertTrue(delivered.allSatisfy { $0 < attempted }, "\(label): a log never added")
-                guard removed else { continue }
-                XCTAssertTrue(delivered.allSatisfy { $0 >= removeAt }, "\(label): a removed log came back")
-                if strategy != .flushAll {
-                    let missing = acked.filter { $0 >= removeAt }.subtracting(delivered)
-                    XCTAssertTrue(missing.isEmpty, "\(label): \(missing.count) logs acknowledged after the removal lost")
-                }
+                try assertRemovalHeld(stress, in: folder, removeAt: removeAt, spans: spans, crashSafe: strategy != .flushAll,
+                                      "\(strategy) run \(run), removal before \(removeAt)")
             }
         }
     }

@@ -34,6 +34,37 @@ final class CrashTortureTests: XCTestCase {
         }
     }
 
+    /// `removeAllData()` part-way, and a real crash signal at a random moment around it: in half the runs
+    /// another thread crashes while the removal may still run, in the others the adding thread crashes
+    /// later. Nothing is delivered twice or invented; once the removal returned, nothing added before it
+    /// comes back, and every item acknowledged after it arrives (the handler stores FlushAll's too).
+    func testCrashesAroundARemovalNeverBringBackWhatItRemovedNorDuplicate() throws {
+        var generator = SystemRandomNumberGenerator()
+        let kinds = ["segv", "abort", "bus", "fatal"]
+        for strategy in Options.Strategy.allCases {
+            for run in 0..<max(4, Self.runs / 3) {
+                let folder = try TemporaryDirectory()
+                defer { folder.remove() }
+                let kind = kinds[run % kinds.count]
+                let count = Int.random(in: 200...3000, using: &generator)
+                let removeAt = Int.random(in: 1..<count, using: &generator)
+                let during = run % 2 == 0
+                // A removal takes a few milliseconds here (syncs): the crash lands before, in or after it.
+                let linger = Int.random(in: 0...(during ? 20_000 : 3000), using: &generator)
+                let label = "\(strategy) run \(run): \(kind) \(during ? "during" : "after") a removal before \(removeAt) " +
+                    "of \(count) items, \(linger) µs later"
+                let crash = try Demo.run(["crash", "--kind", kind, "--dir", folder.url.path, "--strategy", strategy.rawValue,
+                                          "--after", String(count), "--remove-at", String(removeAt), "--linger-us", String(linger),
+                                          "--spans", "--max-envelopes", "1000000"] + (during ? ["--during-removal"] : []),
+                                         backtrace: false)
+                XCTAssertTrue(crash.status < 0, "\(label): died with status \(crash.status): \(crash.errors.suffix(500))")
+                let recovery = try Demo.recover(folder, strategy)
+                XCTAssertEqual(recovery.status, 0, recovery.errors)
+                try assertRemovalHeld(crash, in: folder, removeAt: removeAt, spans: true, crashSafe: true, label)
+            }
+        }
+    }
+
     /// The forwarding thread crashes (a real SIGSEGV) at each step of a forward, so the handler runs in
     /// the middle of it; and the main thread crashes while the forward is held at that step.
     func testACrashAtEveryStepOfAForward() throws {
