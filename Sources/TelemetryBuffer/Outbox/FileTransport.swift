@@ -8,7 +8,8 @@ extension TelemetryBuffer {
     /// power loss. File names sort by age: `<µs since 1970, 16 digits>-<counter>-<random>.envelope`.
     /// At most `maxEnvelopes` envelopes and `maxBytes` bytes are kept. Beyond either, the least important
     /// envelope goes first: the one whose highest log level is lowest (a span envelope counts as `info`),
-    /// the oldest of those; its items are counted as `cache_overflow`. Upload order stays oldest first.
+    /// the oldest of those; its items are counted as `cache_overflow`. Upload order stays oldest first. The
+    /// envelope under upload counts toward neither limit and is not evicted.
     /// Envelopes older than `maxAge` and temporary files left by a crash are removed when the transport
     /// opens the folder.
     public final class FileTransport: Transport, Outbox, @unchecked Sendable {
@@ -26,9 +27,10 @@ extension TelemetryBuffer {
             /// Its eviction rank (see `rank(of:)`), read from the file when an eviction first compares it.
             var rank: Int?
         }
-        /// Stored envelopes, oldest first, and the counter of the next name. Guarded by the lock; writes of
-        /// one transport are also serialised by it, so the list always matches the folder.
-        private let state: Locked<(stored: [Stored], counter: UInt64)>
+        /// Stored envelopes, oldest first, the counter of the next name, and the envelope under upload.
+        /// Guarded by the lock; writes of one transport are also serialised by it, so the list always
+        /// matches the folder.
+        private let state: Locked<(stored: [Stored], counter: UInt64, uploading: String?)>
         /// Called after each envelope is stored (the uploader starts draining).
         private let stored = Locked<(@Sendable () -> Void)?>(nil)
 
@@ -86,7 +88,7 @@ extension TelemetryBuffer {
                     }
                 }
             }
-            state = Locked((stored.sorted { $0.name < $1.name }, 0))
+            state = Locked((stored.sorted { $0.name < $1.name }, 0, nil))
             for name in expired { discard(name, reason: .cacheOverflow, why: "older than maxEnvelopeAge") }
             evictOverflow()
         }
@@ -218,20 +220,30 @@ extension TelemetryBuffer {
             state.withLock { $0.stored.map { directory.appendingPathComponent($0.name) } }
         }
 
+        /// Marks the envelope the uploader is sending (`nil`: none). It is on its way out: it counts toward
+        /// neither bound and is not evicted, since its items may reach the server (counting them as
+        /// `cache_overflow` too would report a loss that did not happen). Should its upload fail, the
+        /// bounds apply to it again from the next envelope stored.
+        func markUploading(_ url: URL?) { state.withLock { $0.uploading = url?.lastPathComponent } }
+
         /// Evicts the least important envelopes until both bounds hold: the lowest rank, the oldest of those.
         private func evictOverflow() {
             let evicted: [(name: String, why: String)] = state.withLock { state in
                 var evicted: [(name: String, why: String)] = []
-                var bytes = state.stored.reduce(0) { $0.saturatingAdding($1.bytes) }
+                let uploading = state.uploading
+                var count = state.stored.count(where: { $0.name != uploading })
+                var bytes = state.stored.reduce(0) { $0.saturatingAdding($1.name == uploading ? 0 : $1.bytes) }
                 // The last one stays, whatever its size: evicting it would only lose it.
-                while state.stored.count > maxEnvelopes || (bytes > maxBytes && state.stored.count > 1) {
-                    let why = state.stored.count > maxEnvelopes ? "more than maxCachedEnvelopes" : "more than maxCacheBytes"
+                while count > maxEnvelopes || (bytes > maxBytes && count > 1) {
+                    let why = count > maxEnvelopes ? "more than maxCachedEnvelopes" : "more than maxCacheBytes"
                     // Read once per file; one that cannot be read now (locked, no descriptor) is tried again later.
-                    for index in state.stored.indices where state.stored[index].rank == nil {
+                    for index in state.stored.indices where state.stored[index].rank == nil && state.stored[index].name != uploading {
                         state.stored[index].rank = rank(of: state.stored[index].name)
                     }
                     // `min` keeps the first of equals: the oldest.
-                    let victim = state.stored.indices.min { (state.stored[$0].rank ?? 0) < (state.stored[$1].rank ?? 0) }!
+                    let victim = state.stored.indices.filter { state.stored[$0].name != uploading }
+                        .min { (state.stored[$0].rank ?? 0) < (state.stored[$1].rank ?? 0) }!
+                    count -= 1
                     bytes -= state.stored[victim].bytes
                     evicted.append((state.stored.remove(at: victim).name, why))
                 }

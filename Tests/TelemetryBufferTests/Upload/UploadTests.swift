@@ -402,6 +402,26 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(buffer.stats().upload, .disabled, "closed")
     }
 
+    /// The envelope under upload is not evicted, nor counted toward the bounds: its items reach the
+    /// server, so counting them as `cache_overflow` as well would report a loss that did not happen.
+    func testTheEnvelopeUnderUploadIsNotEvicted() throws {
+        let server = try server(TestServer.sequence([.respond(200, after: 2)]))
+        defer { server.stop() }
+        let buffer = try TelemetryBuffer(options: uploadingOptions(directory, to: server) { $0.maxCachedEnvelopes = 1 })
+        defer { buffer.close() }
+        for body in ["a", "b", "c"] {
+            buffer.add(log: .test(body))
+            buffer.flush()
+            // `a` is under upload (the server holds its answer) while `b` and `c` arrive: `b` goes.
+            if body == "a" { eventually { server.requests.withLock { $0.count } == 1 } }
+        }
+        eventually { buffer.stats().stored.isEmpty && server.requests.withLock { $0.count } == 2 }
+        let walked = try server.requests.withLock { $0 }.map { try WalkedEnvelope($0.body) }
+        XCTAssertEqual(walked.flatMap(\.elements).compactMap { $0["body"] as? String }, ["a", "c"])
+        XCTAssertEqual(walked.reduce(0) { $0 + ($1.discards["cache_overflow/log_item"] ?? 0) }, 1, "b, once")
+        XCTAssertEqual(server.violations.withLock { $0 }, [])
+    }
+
     /// The uploading process dies (SIGKILL) while the server holds its request; a new process sends the
     /// envelope again: at most one extra send, nothing lost.
     func testAnUploadKilledMidRequestIsResentAtMostOnce() throws {
