@@ -41,7 +41,8 @@ extension TelemetryBuffer {
         /// items a power loss can take; in [0.001, 10] seconds.
         public var ioSyncInterval: TimeInterval = 0.1
         /// Envelopes kept on disk; storing one more evicts the least important: the lowest highest log
-        /// level (a span envelope counts as `info`), the oldest of those (`cache_overflow`). At least 1.
+        /// level (a span envelope counts as `info`), the oldest of those (`cache_overflow`). The envelope
+        /// under upload is neither counted nor evicted, even if a more important one goes instead. At least 1.
         public var maxCachedEnvelopes = 30
         /// Bytes of envelopes kept on disk; storing more evicts, like `maxCachedEnvelopes`, the least
         /// important first (`cache_overflow`). At least `maxBatchBytes`: an envelope holds up to that.

@@ -220,11 +220,21 @@ extension TelemetryBuffer {
             state.withLock { $0.stored.map { directory.appendingPathComponent($0.name) } }
         }
 
-        /// Marks the envelope the uploader is sending (`nil`: none). It is on its way out: it counts toward
+        /// Marks `url` as the envelope the uploader is sending, if it is still stored (else returns
+        /// `false`: an eviction took it, and counted its items). It is on its way out: it counts toward
         /// neither bound and is not evicted, since its items may reach the server (counting them as
-        /// `cache_overflow` too would report a loss that did not happen). Should its upload fail, the
-        /// bounds apply to it again from the next envelope stored.
-        func markUploading(_ url: URL?) { state.withLock { $0.uploading = url?.lastPathComponent } }
+        /// `cache_overflow` too would report a loss that did not happen).
+        func beginUpload(_ url: URL) -> Bool {
+            state.withLock { state in
+                guard state.stored.contains(where: { $0.name == url.lastPathComponent }) else { return false }
+                state.uploading = url.lastPathComponent
+                return true
+            }
+        }
+
+        /// Ends the mark `beginUpload` set, after the uploader removed a delivered envelope. One whose
+        /// upload failed counts toward the bounds again from the next envelope stored.
+        func endUpload() { state.withLock { $0.uploading = nil } }
 
         /// Evicts the least important envelopes until both bounds hold: the lowest rank, the oldest of those.
         private func evictOverflow() {

@@ -84,9 +84,9 @@ final class Lock: @unchecked Sendable {
 /// value cannot cross threads hidden in one.
 ///
 /// The value lives right after the lock word, on the lock's cache lines: two threads taking turns move
-/// one block between their cores, not two (`Benchmarks/RESULTS.md`, run P). It is reached through a pointer, so
-/// accessing it costs no dynamic exclusivity check (a class's stored `var` would cost two runtime calls
-/// per access); the lock already makes the accesses exclusive.
+/// one block between their cores, not two (`Benchmarks/RESULTS.md`, run P). It is reached through a
+/// pointer, so accessing it costs no dynamic exclusivity check (a class's stored `var` would cost two
+/// runtime calls per access); the lock already makes the accesses exclusive.
 final class Locked<Value> {
     private let lock: Lock
     private let value: UnsafeMutablePointer<Value>

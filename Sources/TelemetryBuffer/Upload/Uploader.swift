@@ -221,6 +221,11 @@ final class Uploader: @unchecked Sendable {
             return true
         }
         guard free else { return sendNext() }
+        // Marked before the request: an eviction from now on spares it, and one since it was read took it.
+        guard files.beginUpload(url) else {
+            requests.leave()
+            return sendNext()
+        }
         set(.sending)
         let report = reports.take()
         var request = HTTPRequest(url: endpoint, headers: headers, body: Self.body(bytes, sentAt: now, report: report),
@@ -231,7 +236,6 @@ final class Uploader: @unchecked Sendable {
             request.headers.append(("Content-Encoding", "gzip"))
         }
         volume.withLock { $0.sent += request.body.count; $0.saved += size - request.body.count }
-        files.markUploading(url)
         // The queue does not wait for the response: `close()` waits for a request under way only so long,
         // and a client that never calls back stalls only the upload, not the buffer.
         client.send(request) { [self] outcome in
@@ -246,7 +250,8 @@ final class Uploader: @unchecked Sendable {
     /// concerns the file and the counts is done, and the state stays `disabled`.
     private func finish(_ url: URL, report: ClientReport?, _ outcome: Result<HTTPResponse, any Error>) {
         dispatchPrecondition(condition: .onQueue(queue))
-        files.markUploading(nil)
+        // Once a delivered envelope is removed, not before: an eviction in between would count it dropped.
+        defer { files.endUpload() }
         if closed.withLock({ $0 }) {
             // Closed meanwhile: the folder may be another buffer's by now, so no stop, no callbacks.
             if case .success(let response) = outcome, (200..<300).contains(response.status) { files.remove(url) } else { restore(report) }

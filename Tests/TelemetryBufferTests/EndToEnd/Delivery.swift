@@ -43,8 +43,8 @@ extension XCTestCase {
         let lines = run.lines.map { $0.split(separator: " ").map(String.init) }
         let removed = lines.contains(["removed"])
         let attempted = lines.filter { $0.first == "ack" || $0.first == "drop" }.count + 1
+        let acked = Set(lines.filter { $0.first == "ack" }.map { Int($0[1])! })
         for (kind, names) in try deliveredNames(in: folder, spans: spans) {
-            let acked = Set(lines.filter { $0.first == "ack" }.map { Int($0[1])! })
             let delivered = names.compactMap { Int($0.dropFirst(5)) }
             XCTAssertEqual(delivered.count, Set(delivered).count, "\(label): a \(kind) was delivered twice", file: file, line: line)
             XCTAssertTrue(delivered.allSatisfy { $0 < attempted }, "\(label): a \(kind) never added", file: file, line: line)
