@@ -35,9 +35,12 @@ enum Crash {
         let survive = arguments.flag("survive-first")
         let removeAt = try arguments.integer("remove-at", default: -1)
         let linger = useconds_t(try arguments.integer("linger-us", default: 0))
-        for seq in 0..<count * (survive ? 2 : 1) {
+        let items = 0..<count * (survive ? 2 : 1)
+        // Without a removal to die in, `--during-removal` dies the usual way.
+        let diesDuringRemoval = arguments.flag("during-removal") && items.contains(removeAt)
+        for seq in items {
             if seq == removeAt {
-                if arguments.flag("during-removal") {
+                if diesDuringRemoval {
                     Thread {
                         usleep(linger)
                         die(kind)
@@ -80,7 +83,7 @@ enum Crash {
             FileHandle.standardError.write(Data("telemetry-demo: still alive after the handler\n".utf8))
             exit(3)
         }
-        if arguments.flag("during-removal") { while true { sleep(1) } }  // the other thread dies
+        if diesDuringRemoval { while true { sleep(1) } }  // the other thread dies
         usleep(linger)
         FileHandle.standardError.write(Data("telemetry-demo: crashing (\(kind)), buffer folder \(directory.path)\n".utf8))
         die(kind)

@@ -15,8 +15,11 @@ final class DataCollectionTests: XCTestCase {
     }
 
     /// Every log body the server received, in order.
+    /// The log bodies of the requests the server received, once each has been read whole (a request is
+    /// counted from its head on: reading a body too soon was a flaky failure).
     private func sentBodies(_ server: TestServer) throws -> [String] {
-        try server.requests.withLock { $0 }.flatMap { request in
+        eventually { server.requests.withLock { $0.allSatisfy(\.isComplete) } }
+        return try server.requests.withLock { $0 }.flatMap { request in
             try WalkedEnvelope(request.body).items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
         }
     }

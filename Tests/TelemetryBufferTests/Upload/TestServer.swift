@@ -17,6 +17,8 @@ final class TestServer: @unchecked Sendable {
         var body: [UInt8]
         /// The body's length as it came over the wire.
         var wireBytes = 0
+        /// Whether the whole body was read: a request is recorded once its head is, body still empty.
+        var isComplete = false
     }
 
     enum Answer: Sendable {
@@ -109,6 +111,7 @@ final class TestServer: @unchecked Sendable {
                 violations.withLock { $0.append("request \(index): a body that gzip cannot decompress") }
             }
         }
+        request.isComplete = true
         requests.withLock { $0[index] = request }
         if let problem = check(request) { violations.withLock { $0.append("request \(index): \(problem)") } }
         switch script(request, index) {
