@@ -26,6 +26,9 @@ struct BatchTally {
     @inline(__always)
     func hasRoom(for category: ItemCategory) -> Bool { category != .log || logs < Self.maxQueuedLogs }
 
+    /// Whether the batch holds as many logs or spans as a batch may (what `count` reported once).
+    func reachedLimit(maxLogs: Int, maxSpans: Int) -> Bool { logs >= maxLogs || spans >= maxSpans }
+
     /// Notes that `item` was dropped for lack of room: a span cuts its trace.
     mutating func overflowed(_ item: EncodedItem) {
         if let trace = item.traceID, cutTraces.count < Self.maxCutTraces { cutTraces.append(trace) }

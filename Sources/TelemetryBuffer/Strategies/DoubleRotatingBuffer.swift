@@ -128,7 +128,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         var published: [Published] = []
         var failure: (any Error)?
         for _ in 0..<(everything ? 2 : 1) {
-            guard let batch = regions.beginForwarding() else { break }
+            guard let batch = regions.beginForwarding(dueOnly: !everything) else { break }
             do {
                 published.append(try publish(list: batch.index, records: batch.records))
                 try regions.endForwarding()

@@ -148,6 +148,9 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
             let ready: Bool = lock.withLock {
                 if !pending {
                     guard cacheBytes > 0 else { return false }
+                    // Only the batch that reached a limit: a wake-up for one that a flush forwarded since
+                    // would forward part of the next batch.
+                    guard everything || tally.reachedLimit(maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans) else { return false }
                     do { try rotate() } catch {
                         batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
                         failure = error

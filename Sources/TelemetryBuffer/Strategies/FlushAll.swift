@@ -38,7 +38,7 @@ final class FlushAll: BufferStrategy {
         // The region already waiting (or the active one), then, for everything, the one active now.
         for _ in 0..<(everything ? 2 : 1) {
             do {
-                guard try publishNext() else { break }
+                guard try publishNext(dueOnly: !everything) else { break }
             } catch is CrashInProgress {
                 // The crash handler claimed the region. The process ends, and recovery publishes the region from
                 // the handler's file; or it survives the signal, the claim goes, and the region is published now.
@@ -48,7 +48,7 @@ final class FlushAll: BufferStrategy {
                     break
                 }
                 do {
-                    guard try publishNext() else { break }
+                    guard try publishNext(dueOnly: !everything) else { break }
                 } catch {
                     batcher.diagnostics.log(.error, "could not publish a batch: \(error)")
                     failure = error
@@ -65,8 +65,8 @@ final class FlushAll: BufferStrategy {
     }
 
     /// Publishes the pending region (or the active one, swapped); `false` when nothing is held.
-    private func publishNext() throws -> Bool {
-        guard let batch = regions.beginForwarding() else { return false }
+    private func publishNext(dueOnly: Bool) throws -> Bool {
+        guard let batch = regions.beginForwarding(dueOnly: dueOnly) else { return false }
         let region = regions.region(batch.index)
         // `captured`: staged by an earlier forward that the handler stopped before the reset.
         if region.publication.state != .captured {

@@ -101,11 +101,14 @@ final class RotatingRegions: @unchecked Sendable {
     }
 
     /// The region to forward next (the pending one, else the active one after a swap); `nil` when
-    /// nothing is held. Background queue; pair with `endForwarding`.
-    func beginForwarding() -> (index: Int, records: UnsafeRawBufferPointer)? {
+    /// nothing is held or, with `dueOnly`, when no region is pending and the active one has not reached a
+    /// limit (a wake-up for a limit that a flush has forwarded since). Background queue; pair with
+    /// `endForwarding`.
+    func beginForwarding(dueOnly: Bool = false) -> (index: Int, records: UnsafeRawBufferPointer)? {
         state.withLock { state in
             if !state.pending {
                 guard !withRegion(state.active, \.isEmpty) else { return nil }
+                if dueOnly, !state.tally(state.active, { $0.reachedLimit(maxLogs: maxLogs, maxSpans: maxSpans) }) { return nil }
                 state.active ^= 1
                 state.pending = true
             }

@@ -115,6 +115,32 @@ final class BatchingTests: XCTestCase {
         try eventually { try logBodies(in: buffer.envelopesDirectory) == ["before background"] }
     }
 
+    /// A wake-up for a batch that reached a limit (here: the log limit), run after a `flush()` that has
+    /// forwarded that batch, forwards nothing: it used to forward part of what came next on its own, and
+    /// split a trace's spans over two envelopes (the demo's tour saw it on CI). Every strategy.
+    func testAWakeUpForABatchAFlushForwardedForwardsNothing() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let buffer = try TelemetryBuffer(options: testOptions(folder) {
+                $0.strategy = strategy
+                $0.maxLogsPerBatch = 10
+                $0.maxCachedEnvelopes = 1000
+            })
+            for round in 0..<100 {
+                for index in 0..<10 { buffer.add(log: .test("log \(round) \(index)")) }
+                buffer.flush()
+                let trace = TraceID(high: UInt64(round) + 1, low: 7)
+                for index in 0..<2 { buffer.add(span: .test("span \(round) \(index)", trace: trace)) }
+                buffer.flush()
+            }
+            let spans = try walkEnvelopes(in: buffer.envelopesDirectory).filter { $0.items.first?.type == "span" }
+            XCTAssertEqual(spans.map { $0.items[0].elements.count }.filter { $0 != 2 }, [], "\(strategy): every round's spans in one envelope")
+            XCTAssertEqual(spans.count, 100, "\(strategy)")
+            buffer.close()
+        }
+    }
+
     func testSpansAreBucketedOneTracePerEnvelope() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxSpansPerBatch = 5 })
         let traces = (1...3).map { TraceID(high: UInt64($0), low: 42) }
