@@ -10,7 +10,8 @@ struct EncodedItem {
 /// What became of an item handed to a strategy.
 enum AppendOutcome: Equatable {
     /// The strategy holds the item. `startTimer`: it is the first item of a batch, so the flush timer
-    /// starts; `forwardNow`: a limit was reached, so everything should be forwarded.
+    /// starts; `forwardNow`: a batch reached a limit (or the regions rotated), so that batch should be
+    /// forwarded now.
     case accepted(startTimer: Bool, forwardNow: Bool)
     /// The item was dropped; the caller counts it for `reason`.
     case rejected(DiscardReason)

@@ -35,7 +35,8 @@ final class FlushAll: BufferStrategy {
     @discardableResult
     func forward(everything: Bool) -> (any Error)? {
         var failure: (any Error)?
-        // The region already waiting (or the active one), then, for everything, the one active now.
+        // The region already waiting (or the active one: for everything, or once at a limit), then, for
+        // everything, the one active now.
         for _ in 0..<(everything ? 2 : 1) {
             do {
                 guard try publishNext(dueOnly: !everything) else { break }
@@ -64,7 +65,8 @@ final class FlushAll: BufferStrategy {
         return failure
     }
 
-    /// Publishes the pending region (or the active one, swapped); `false` when nothing is held.
+    /// Publishes the pending region (or the active one, swapped, unless `dueOnly` and it is below its
+    /// limits); `false` when there is none to publish.
     private func publishNext(dueOnly: Bool) throws -> Bool {
         guard let batch = regions.beginForwarding(dueOnly: dueOnly) else { return false }
         let region = regions.region(batch.index)
