@@ -65,8 +65,8 @@ final class Doorbell: @unchecked Sendable {
                 #if os(Linux)
                 // Linux may run a woken thread at once on the waker's core, ahead of the thread that rang,
                 // which then waits for the whole delivery (taking the lock, poking libdispatch) before `add`
-                // returns: 7.0–7.6 µs for a batch's first add, against 5.9–6.0 with this yield (waking a
-                // parked thread alone: 4.7–5.3; RESULTS run P). A ring can wait for its delivery. Not on
+                // returns: 7.0–7.6 µs for a batch's first add, against 5.9–6.5 with this yield (waking a
+                // parked thread alone: 4.7–5.5; RESULTS run P). A ring can wait for its delivery. Not on
                 // Apple platforms, where `sched_yield` depresses the thread's priority for up to a quantum
                 // (about 10 ms), unmeasured here.
                 sched_yield()

@@ -150,7 +150,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                     guard cacheBytes > 0 else { return false }
                     // Only the batch that reached a limit: a wake-up for one that a flush forwarded since
                     // would forward part of the next batch.
-                    guard everything || tally.reachedLimit(maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans) else { return false }
+                    let due = tally.reachedLimit(maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
+                    guard everything || due else { return false }
                     do { try rotate() } catch {
                         batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
                         failure = error
