@@ -142,9 +142,13 @@ let typicalSpan = makeSpan()
 /// or wake-up runs while they add. A round's time runs from the first thread's start to the last one's
 /// end; the batch is flushed between rounds. Prints the median rate in all and the time per add in each
 /// thread. With SEPARATE=1 each thread adds to a buffer of its own: the machine's floor for the scaling.
-/// With `logs`, typical logs instead, 96 per round (a batch holds 100).
+/// With HANDOFF=1 as well, each add is followed by a turn of one lock all threads share (glibc's adaptive
+/// mutex, as the library's `Lock`) that bumps a counter: the floor of any design that takes one lock per
+/// add, whatever it does under it. With `logs`, typical logs instead, 96 per round (a batch holds 100).
 func threads(_ count: Int, rounds: Int, logs: Bool) {
     let separate = ProcessInfo.processInfo.environment["SEPARATE"] != nil
+    let handoff = separate && ProcessInfo.processInfo.environment["HANDOFF"] != nil
+    let shared = Handoff()
     /// Where the threads meet before each round (so that a late wake-up is not counted as adding time)
     /// and leave their start and end times.
     final class Round: @unchecked Sendable {
@@ -153,8 +157,8 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
         var starts: [UInt64] = []
         var ends: [UInt64] = []
     }
-    let shared = makeBuffer(.doubleRotatingBuffer)
-    let buffers = (0..<count).map { separate ? makeBuffer(.doubleRotatingBuffer, name: "-\($0)") : shared }
+    let one = makeBuffer(.doubleRotatingBuffer)
+    let buffers = (0..<count).map { separate ? makeBuffer(.doubleRotatingBuffer, name: "-\($0)") : one }
     let perThread = (logs ? 96 : 960) / count
     let round = Round()
     let starts = (0..<count).map { _ in DispatchSemaphore(value: 0) }
@@ -171,9 +175,15 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
                 while round.lock.withLock({ round.arrived }) < count {}
                 let start = now()
                 if logs {
-                    for _ in 0..<perThread { target.add(log: log) }
+                    for _ in 0..<perThread {
+                        target.add(log: log)
+                        if handoff { shared.turn() }
+                    }
                 } else {
-                    for _ in 0..<perThread { target.add(span: span) }
+                    for _ in 0..<perThread {
+                        target.add(span: span)
+                        if handoff { shared.turn() }
+                    }
                 }
                 let end = now()
                 round.lock.withLock {
@@ -188,7 +198,7 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
     for _ in 0..<rounds {
         // The batch's first add wakes the background queue, which then starts the IO cache: done before the
         // round, so those threads do not take the cores from the adding ones.
-        for buffer in separate ? buffers : [shared] {
+        for buffer in separate ? buffers : [one] {
             buffer.flush()
             if logs { buffer.add(log: typicalLog) } else { buffer.add(span: typicalSpan) }
         }
@@ -209,6 +219,30 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
     skew.sort()
     print("threads \(count): \(Int(rates[rates.count / 2])) adds/s in all (median of \(rounds) rounds of \(perThread * count) \(logs ? "logs" : "spans")), " +
           "\(Int(perAdd[perAdd.count / 2])) ns per add in each thread, starts \(Int(skew[skew.count / 2])) ns apart")
+}
+
+/// One lock all threads share, on a cache line of its own with the counter it guards.
+final class Handoff: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let counter: UnsafeMutablePointer<Int>
+
+    init() {
+        let block = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 128)
+        mutex = block.bindMemory(to: pthread_mutex_t.self, capacity: 1)
+        counter = (block + 64).bindMemory(to: Int.self, capacity: 1)
+        counter.initialize(to: 0)
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        pthread_mutex_init(mutex, &attributes)
+    }
+
+    @inline(never)
+    func turn() {
+        pthread_mutex_lock(mutex)
+        counter.pointee &+= 1
+        pthread_mutex_unlock(mutex)
+    }
 }
 
 /// `threads` threads add logs as fast as they can for `seconds` at the default limits: the sustained rate
