@@ -17,6 +17,15 @@ static inline void tb_store_release_u64(uint64_t *address, uint64_t value) {
     __atomic_store_n(address, value, __ATOMIC_RELEASE);
 }
 
+/// Tells the CPU that this thread is spinning (`pause` on x86, `yield` on ARM).
+static inline void tb_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /// Reads a committed length; every record byte before it is visible afterwards.
 static inline uint64_t tb_load_acquire_u64(const uint64_t *address) {
     return __atomic_load_n(address, __ATOMIC_ACQUIRE);

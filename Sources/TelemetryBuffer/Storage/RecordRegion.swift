@@ -6,7 +6,9 @@ import Foundation
 ///
 /// Appending is a bounds check, a copy and a release store of the committed length; never an allocation
 /// or a syscall. Readers on other threads (the IO cache) or in a crash handler trust only the committed
-/// length, read with acquire. Not thread-safe for writers: its owner serialises appends and resets.
+/// length, read with acquire. Writers either append one at a time (`append`), or reserve their records'
+/// places one at a time and then write them at once (`write`, then `commit`, which publishes the records
+/// in the order of their places). Resets are the owner's, with no write under way.
 final class RecordRegion {
     /// Header plus records.
     let base: UnsafeMutableRawPointer
@@ -55,20 +57,47 @@ final class RecordRegion {
 
     var isEmpty: Bool { recordBytes == 0 }
 
-    /// Whether a record with a payload of `payloadCount` bytes fits.
+    /// Whether a record with a payload of `payloadCount` bytes fits after `length` bytes of records.
     @inline(__always)
-    func fits(payloadCount: Int) -> Bool {
-        recordBytes + RecordFraming.recordHeaderSize + payloadCount <= recordCapacity
+    func fits(payloadCount: Int, after length: Int) -> Bool {
+        length + RecordFraming.recordHeaderSize + payloadCount <= recordCapacity
     }
 
-    /// Appends one record, then publishes it with a release store; the caller checked `fits` first.
+    /// Appends one record after the committed ones, then publishes it with a release store; the caller
+    /// checked `fits` first.
     @inline(__always)
     func append(category: ItemCategory, id: ItemID, payload: UnsafeRawBufferPointer, payloadCRC: UInt32) {
         let committed = recordBytes
+        write(category: category, id: id, payload: payload, payloadCRC: payloadCRC, at: committed)
+        tb_store_release_u64(committedLength, UInt64(committed + RecordFraming.recordHeaderSize + payload.count))
+    }
+
+    /// Writes one record at `offset` (bytes into the records), a place the caller reserved and checked
+    /// with `fits`, without publishing it (see `commit`).
+    @inline(__always)
+    func write(category: ItemCategory, id: ItemID, payload: UnsafeRawBufferPointer, payloadCRC: UInt32, at offset: Int) {
         RecordFraming.writeRecord(
             category: category, id: id, payload: payload, payloadCRC: payloadCRC,
-            to: base + RecordFraming.headerSize + committed)
-        tb_store_release_u64(committedLength, UInt64(committed + RecordFraming.recordHeaderSize + payload.count))
+            to: base + RecordFraming.headerSize + offset)
+    }
+
+    /// Publishes the record written at `offset..<end` once the records before it are: the committed
+    /// length only ever covers whole records, so a crash at any moment loses none that a `commit` returned
+    /// for. Waits, spinning briefly and then yielding, while a record reserved before this one is still
+    /// being written: on another thread, a copy of a few hundred bytes.
+    @inline(__always)
+    func commit(from offset: Int, to end: Int) {
+        if tb_load_acquire_u64(committedLength) != UInt64(offset) { waitForCommits(upTo: offset) }
+        tb_store_release_u64(committedLength, UInt64(end))
+    }
+
+    /// Waits until the records before `length` are committed (`length` is the end of a reserved place).
+    func waitForCommits(upTo length: Int) {
+        var turns = 0
+        while tb_load_acquire_u64(committedLength) != UInt64(length) {
+            turns += 1
+            if turns < 100 { tb_cpu_relax() } else { sched_yield() }
+        }
     }
 
     private var committedLength: UnsafeMutablePointer<UInt64> {
@@ -83,17 +112,17 @@ final class RecordRegion {
         UnsafeRawBufferPointer(start: base + RecordFraming.headerSize, count: recordBytes)
     }
 
-    /// Zeroes, from `cursor` on, up to `limit` bytes of what resets cut off past the committed records,
-    /// and returns where the next step starts; `nil` once everything past the records is zero. Callers
-    /// release the owner's lock between steps, so appends wait for one step at most (and move the
-    /// records' end, which the next step starts after). Readers, which stop at the committed length, need
-    /// not wait. Stores into a mapping need no new disk space where DoubleRotatingBuffer runs (see
-    /// `MappedFile`). Not concurrently with `reset`.
-    func zeroUnused(from cursor: Int, limit: Int) -> Int? {
-        let start = max(cursor, recordBytes)
+    /// Zeroes, from `cursor` on, up to `limit` bytes of what resets cut off past the records (`length`
+    /// bytes, those written or reserved), and returns where the next step starts; `nil` once everything
+    /// past the records is zero. Callers release the owner's lock between steps, so appends wait for one
+    /// step at most (and move the records' end, which the next step starts after). Readers, which stop at
+    /// the committed length, need not wait. Stores into a mapping need no new disk space where
+    /// DoubleRotatingBuffer runs (see `MappedFile`). Not concurrently with `reset`.
+    func zeroUnused(from cursor: Int, after length: Int, limit: Int) -> Int? {
+        let start = max(cursor, length)
         let end = min(written, start + limit)
         guard start < end else {
-            written = recordBytes
+            written = length
             return nil
         }
         (base + RecordFraming.headerSize + start).initializeMemory(as: UInt8.self, repeating: 0, count: end - start)

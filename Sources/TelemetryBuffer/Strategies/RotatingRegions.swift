@@ -7,15 +7,27 @@ import CTelemetrySignals
 /// region never makes the caller wait. When the other region is still being forwarded, the item is
 /// dropped and reported as `buffer_overflow` (see `BatchTally` for what that does to a span's trace).
 ///
-/// Regions the crash handler writes out (FlushAll's, in memory) are `claimable`: each append marks itself
-/// under way and checks the handler's claim first (`tb_appending_begin`), so no item is acknowledged after
-/// the handler read its region; once claimed, appends are refused (until `tb_crash_settle` finds that the
-/// process survived the signal).
+/// Where it can (`copiesOutsideTheLock`), an append only reserves its record's place under the lock, then
+/// writes the record and commits it (`RecordRegion.commit`) after releasing it: threads adding at once
+/// copy side by side, and the lock moves only its state between them. `append` returns once the record
+/// is committed, so what it acknowledges survives a crash as before. A forward waits for the commits of
+/// its region (`beginForwarding`). Elsewhere the record is copied and committed under the lock:
+///
+/// * Regions the crash handler writes out (FlushAll's, in memory) are `claimable`: each append marks
+///   itself under way and checks the handler's claim first (`tb_appending_begin`), so no item is
+///   acknowledged after the handler read its region; once claimed, appends are refused (until
+///   `tb_crash_settle` finds that the process survived the signal).
+/// * On Apple platforms, where waiting for the lock lends the waiter's priority to the holder
+///   (`os_unfair_lock`), and waiting for another thread's commit would not.
 final class RotatingRegions: @unchecked Sendable {
     private struct State {
         /// In line, not an array: an array's buffer would be one more cache line for every add to fetch.
         var tallies = (BatchTally(), BatchTally())
-        var active = 0
+        /// The regions' lengths with every reserved record: ahead of the committed lengths while records
+        /// are being written outside the lock, equal to them otherwise.
+        /// 32-bit (a region holds at most 1 MiB), as `activeRegion` is 8-bit: the state fits a cache line.
+        private var lengths: (UInt32, UInt32) = (0, 0)
+        private var activeRegion: UInt8 = 0
         /// The inactive region holds records that are not yet forwarded.
         var pending = false
         var closed = false
@@ -26,6 +38,20 @@ final class RotatingRegions: @unchecked Sendable {
         @inline(__always)
         mutating func tally<Result>(_ index: Int, _ body: (inout BatchTally) -> Result) -> Result {
             index == 0 ? body(&tallies.0) : body(&tallies.1)
+        }
+
+        /// The region callers append to.
+        var active: Int {
+            get { Int(activeRegion) }
+            set { activeRegion = UInt8(truncatingIfNeeded: newValue) }
+        }
+
+        @inline(__always)
+        func length(_ index: Int) -> Int { Int(index == 0 ? lengths.0 : lengths.1) }
+
+        @inline(__always)
+        mutating func setLength(_ index: Int, _ length: Int) {
+            if index == 0 { lengths.0 = UInt32(length) } else { lengths.1 = UInt32(length) }
         }
     }
 
@@ -38,6 +64,8 @@ final class RotatingRegions: @unchecked Sendable {
     private let maxSpans: Int
     /// For claimable regions: the appending thread while an append is under way, read by the crash handler.
     let appending: UnsafeMutablePointer<UInt>?
+    /// Whether appends write and commit their records after releasing the lock (see above).
+    private let copiesOutsideTheLock: Bool
 
     /// Logs or spans that reach `maxLogs` or `maxSpans` in a region ask for a forward.
     init(_ first: RecordRegion, _ second: RecordRegion, maxLogs: Int, maxSpans: Int, claimable: Bool = false) {
@@ -48,44 +76,81 @@ final class RotatingRegions: @unchecked Sendable {
         self.maxSpans = maxSpans
         appending = claimable ? .allocate(capacity: 1) : nil
         appending?.initialize(to: 0)
+        #if canImport(Darwin)
+        copiesOutsideTheLock = false
+        #else
+        copiesOutsideTheLock = !claimable
+        #endif
     }
 
     deinit { appending?.deallocate() }
 
     func append(_ item: EncodedItem) -> AppendOutcome {
-        state.withLock { state in
-            let active = state.active
-            guard !state.closed, !state.tally(active, { $0.isCut(item) }) else { return .rejected(.bufferOverflow) }
-            var rotated = false
-            if !canTake(item, in: active, &state) {
-                let other = active ^ 1
-                guard !state.pending, !withRegion(active, \.isEmpty), canTake(item, in: other, &state) else {
-                    state.tally(active) { $0.overflowed(item) }
-                    return .rejected(.bufferOverflow)
-                }
-                state.active = other
-                state.pending = true
-                rotated = true
-            }
-            if let appending {
-                tb_appending_begin(appending)
-                // Claimed: the process is crashing, or survived a signal (then the claim goes here, once).
-                guard !withRegion(state.active, \.isClaimed) || (tb_crash_settle() == 0 && !withRegion(state.active, \.isClaimed))
-                else {
-                    tb_appending_end(appending)
-                    return .rejected(.internalSDKError)
-                }
-            }
-            let id = state.ids.next()
-            let wasEmpty = withRegion(state.active) { target in
-                let wasEmpty = target.isEmpty
-                target.append(category: item.category, id: id, payload: item.payload, payloadCRC: item.payloadCRC)
-                return wasEmpty
-            }
-            if let appending { tb_appending_end(appending) }
-            let limitReached = state.tally(state.active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
-            return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
+        guard copiesOutsideTheLock else { return state.withLock { copy(item, &$0) } }
+        var place = (region: 0, offset: 0, id: ItemID(nonce: 0, sequence: 0))
+        let outcome = state.withLock { state in reserve(item, &state, &place) }
+        guard case .accepted = outcome else { return outcome }
+        withRegion(place.region) { target in
+            target.write(category: item.category, id: place.id, payload: item.payload, payloadCRC: item.payloadCRC, at: place.offset)
+            target.commit(from: place.offset, to: place.offset + RecordFraming.recordHeaderSize + item.payload.count)
         }
+        return outcome
+    }
+
+    /// Makes the active region the one to take `item`, rotating when it is full and the other one is
+    /// free, and counts the item in. Under the lock.
+    @inline(__always)
+    private func admit(_ item: EncodedItem, _ state: inout State) -> (rotated: Bool, refusal: DiscardReason?) {
+        let active = state.active
+        guard !state.closed, !state.tally(active, { $0.isCut(item) }) else { return (false, .bufferOverflow) }
+        guard !canTake(item, in: active, &state) else { return (false, nil) }
+        let other = active ^ 1
+        guard !state.pending, state.length(active) != 0, canTake(item, in: other, &state) else {
+            state.tally(active) { $0.overflowed(item) }
+            return (false, .bufferOverflow)
+        }
+        state.active = other
+        state.pending = true
+        return (true, nil)
+    }
+
+    /// Reserves `item`'s place in the active region, for the caller to write and commit after the lock.
+    @inline(__always)
+    private func reserve(
+        _ item: EncodedItem, _ state: inout State, _ place: inout (region: Int, offset: Int, id: ItemID)
+    ) -> AppendOutcome {
+        let (rotated, refusal) = admit(item, &state)
+        if let refusal { return .rejected(refusal) }
+        let active = state.active, offset = state.length(active)
+        place = (active, offset, state.ids.next())
+        state.setLength(active, offset + RecordFraming.recordHeaderSize + item.payload.count)
+        let limitReached = state.tally(active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
+        return .accepted(startTimer: offset == 0, forwardNow: rotated || limitReached)
+    }
+
+    /// Copies and commits `item` into the active region. Under the lock.
+    @inline(__always)
+    private func copy(_ item: EncodedItem, _ state: inout State) -> AppendOutcome {
+        let (rotated, refusal) = admit(item, &state)
+        if let refusal { return .rejected(refusal) }
+        if let appending {
+            tb_appending_begin(appending)
+            // Claimed: the process is crashing, or survived a signal (then the claim goes here, once).
+            guard !withRegion(state.active, \.isClaimed) || (tb_crash_settle() == 0 && !withRegion(state.active, \.isClaimed))
+            else {
+                tb_appending_end(appending)
+                return .rejected(.internalSDKError)
+            }
+        }
+        let active = state.active, offset = state.length(active), id = state.ids.next()
+        withRegion(active) { target in
+            target.write(category: item.category, id: id, payload: item.payload, payloadCRC: item.payloadCRC, at: offset)
+            target.commit(from: offset, to: offset + RecordFraming.recordHeaderSize + item.payload.count)
+        }
+        if let appending { tb_appending_end(appending) }
+        state.setLength(active, offset + RecordFraming.recordHeaderSize + item.payload.count)
+        let limitReached = state.tally(active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
+        return .accepted(startTimer: offset == 0, forwardNow: rotated || limitReached)
     }
 
     /// Region 0 or 1, borrowed: `self` keeps both alive, so the hot path need not retain and release one
@@ -97,23 +162,30 @@ final class RotatingRegions: @unchecked Sendable {
 
     @inline(__always)
     private func canTake(_ item: EncodedItem, in index: Int, _ state: inout State) -> Bool {
-        withRegion(index) { $0.fits(payloadCount: item.payload.count) } && state.tally(index) { $0.hasRoom(for: item.category) }
+        let length = state.length(index)
+        return withRegion(index) { $0.fits(payloadCount: item.payload.count, after: length) }
+            && state.tally(index) { $0.hasRoom(for: item.category) }
     }
 
-    /// The region to forward next (the pending one, else the active one after a swap); `nil` when
-    /// nothing is held or, with `dueOnly`, when no region is pending and the active one has not reached a
-    /// limit (a wake-up for a limit that a flush has forwarded since). Background queue; pair with
-    /// `endForwarding`.
+    /// The region to forward next (the pending one, else the active one after a swap), once every
+    /// record reserved in it is committed; `nil` when nothing is held or, with `dueOnly`, when no region
+    /// is pending and the active one has not reached a limit (a wake-up for a limit that a flush has
+    /// forwarded since). Background queue; pair with `endForwarding`.
     func beginForwarding(dueOnly: Bool = false) -> (index: Int, records: UnsafeRawBufferPointer)? {
-        state.withLock { state in
+        let due: (index: Int, length: Int)? = state.withLock { state in
             if !state.pending {
-                guard !withRegion(state.active, \.isEmpty) else { return nil }
+                guard state.length(state.active) != 0 else { return nil }
                 if dueOnly, !state.tally(state.active, { $0.reachedLimit(maxLogs: maxLogs, maxSpans: maxSpans) }) { return nil }
                 state.active ^= 1
                 state.pending = true
             }
             let index = state.active ^ 1
-            return (index, withRegion(index, \.records))
+            return (index, state.length(index))
+        }
+        guard let due else { return nil }
+        return withRegion(due.index) { region in
+            region.waitForCommits(upTo: due.length)
+            return (due.index, region.records)
         }
     }
 
@@ -123,6 +195,8 @@ final class RotatingRegions: @unchecked Sendable {
     func endForwarding() throws {
         try state.withLock { state in
             let index = state.active ^ 1
+            // The reset cuts the records off first, even when it then finds the region claimed.
+            defer { state.setLength(index, withRegion(index, \.recordBytes)) }
             try region(index).reset()
             state.tally(index) { $0 = BatchTally() }
             state.pending = false
@@ -131,17 +205,24 @@ final class RotatingRegions: @unchecked Sendable {
 
     /// Calls `body` with every record the regions still hold (for counting what `close()` could not store).
     func forEachHeldRecord(_ body: (RecordFraming.Record) -> Void) {
-        state.withLock { _ in
-            for region in [first, second] { RecordFraming.forEachRecord(in: region.records, body) }
+        state.withLock { state in
+            for index in 0...1 {
+                withRegion(index) { region in
+                    region.waitForCommits(upTo: state.length(index))
+                    RecordFraming.forEachRecord(in: region.records, body)
+                }
+            }
         }
     }
 
     /// Zeroes both regions past their records, 64 KiB per hold of the lock. Background queue (no reset
     /// meanwhile).
     func zeroUnused() {
-        for region in [first, second] {
+        for index in 0...1 {
             var cursor = 0
-            while let next = state.withLock({ _ in region.zeroUnused(from: cursor, limit: 64 << 10) }) { cursor = next }
+            while let next = state.withLock({ state in
+                withRegion(index) { $0.zeroUnused(from: cursor, after: state.length(index), limit: 64 << 10) }
+            }) { cursor = next }
         }
     }
 
@@ -164,7 +245,7 @@ final class RotatingRegions: @unchecked Sendable {
     /// Rejects every later append.
     func close() { state.withLock { $0.closed = true } }
 
-    var isEmpty: Bool { state.withLock { !$0.pending && withRegion($0.active, \.isEmpty) } }
+    var isEmpty: Bool { state.withLock { !$0.pending && $0.length($0.active) == 0 } }
 
     /// Items in both regions.
     var itemCount: Int { state.withLock { $0.tallies.0.items + $0.tallies.1.items } }

@@ -66,7 +66,7 @@ final class RecordFramingTests: XCTestCase {
             region.append(category: .log, id: ItemID(nonce: 1, sequence: 1), payload: $0, payloadCRC: CRC32C.checksum($0))
         }
         XCTAssertEqual(RecordFraming.committedLength(ofHeader: header), UInt64(RecordFraming.recordHeaderSize + 2))
-        XCTAssertFalse(region.fits(payloadCount: 1024))
+        XCTAssertFalse(region.fits(payloadCount: 1024, after: region.recordBytes))
         try region.reset()
         XCTAssertTrue(region.isEmpty)
         XCTAssertEqual(RecordFraming.committedLength(ofHeader: header), 0)

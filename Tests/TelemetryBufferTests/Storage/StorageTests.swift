@@ -299,7 +299,7 @@ final class StorageTests: XCTestCase {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.recovery.items, 0)
         let outside = directory.url.appendingPathComponent("outside").path
-        FileManager.default.createFile(atPath: outside, contents: Data("keep".utf8))
+        _ = FileManager.default.createFile(atPath: outside, contents: Data("keep".utf8))
         try FileManager.default.createDirectory(atPath: bufferFolder + "/spare-0", withIntermediateDirectories: false)
         try FileManager.default.createSymbolicLink(atPath: bufferFolder + "/spare-1", withDestinationPath: outside)
         XCTAssertEqual(mkfifo(bufferFolder + "/spare-2", 0o600), 0)
@@ -441,6 +441,83 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(process.terminationReason, .exit, "an error, not a crash")
         XCTAssertEqual(process.terminationStatus, 1)
         XCTAssertTrue(message.contains("crash-safe-list-1") && message.contains("File too large"), message)
+    }
+
+    func testACommitWaitsForTheRecordsReservedBeforeIt() throws {
+        // Written on two threads at once, each its own place: the region's contract for `write` and `commit`.
+        nonisolated(unsafe) let region = RecordRegion(recordCapacity: 4096, kind: .memoryList)
+        let first = Array(#"{"body":"first"}"#.utf8), second = Array(#"{"body":"second"}"#.utf8)
+        let firstEnd = RecordFraming.recordHeaderSize + first.count
+        let secondEnd = firstEnd + RecordFraming.recordHeaderSize + second.count
+        @Sendable func write(_ payload: [UInt8], sequence: UInt64, at offset: Int) {
+            payload.withUnsafeBytes {
+                region.write(category: .log, id: ItemID(nonce: 1, sequence: sequence), payload: $0,
+                             payloadCRC: CRC32C.checksum($0), at: offset)
+            }
+        }
+        let committed = DispatchSemaphore(value: 0)
+        Thread {
+            write(second, sequence: 1, at: firstEnd)
+            region.commit(from: firstEnd, to: secondEnd)
+            committed.signal()
+        }.start()
+        XCTAssertEqual(committed.wait(timeout: .now() + 0.3), .timedOut, "the second record waits for the first")
+        XCTAssertEqual(region.committedRecordBytes, 0, "nothing is published past a record still being written")
+        write(first, sequence: 0, at: 0)
+        region.commit(from: 0, to: firstEnd)
+        XCTAssertEqual(committed.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(region.committedRecordBytes, secondEnd)
+        var sequences: [UInt64] = []
+        let scan = RecordFraming.forEachRecord(in: region.records) { sequences.append($0.id.sequence) }
+        XCTAssertEqual(sequences, [0, 1])
+        XCTAssertEqual(scan.discardedBytes, 0)
+    }
+
+    /// Two threads append (writing their records after the lock) while a third forwards the regions as
+    /// fast as it can: every forward finds whole records only, and every accepted item is forwarded once.
+    func testAForwardTakesARegionOnlyOnceItsRecordsAreWritten() throws {
+        let regions = RotatingRegions(RecordRegion(recordCapacity: 16 << 10, kind: .memoryList),
+                                      RecordRegion(recordCapacity: 16 << 10, kind: .memoryList),
+                                      maxLogs: 1_000_000, maxSpans: 1_000_000)
+        let adders = 2, perAdder = 50_000
+        let accepted = Locked(0), addersDone = Locked(0)
+        let forwarded = Locked((ids: Set<ItemID>(), items: 0, discarded: 0))
+        let finished = DispatchGroup()
+        for adder in 0..<adders {
+            finished.enter()
+            Thread {
+                let payload = Array(("{\"body\":\"adder \(adder)\"" + String(repeating: " ", count: 40 * adder) + "}").utf8)
+                var mine = 0
+                payload.withUnsafeBytes { bytes in
+                    let item = EncodedItem(category: .log, payload: bytes, payloadCRC: CRC32C.checksum(bytes), traceID: nil)
+                    for _ in 0..<perAdder { if case .accepted = regions.append(item) { mine += 1 } }
+                }
+                accepted.withLock { $0 += mine }
+                addersDone.withLock { $0 += 1 }
+                finished.leave()
+            }.start()
+        }
+        finished.enter()
+        Thread {
+            while true {
+                let last = addersDone.withLock { $0 } == adders
+                guard let batch = regions.beginForwarding() else {
+                    if last { break } else { continue }
+                }
+                let scan = RecordFraming.forEachRecord(in: batch.records) { record in
+                    forwarded.withLock { $0.items += 1; $0.ids.insert(record.id) }
+                }
+                forwarded.withLock { $0.discarded += scan.discardedBytes }
+                try? regions.endForwarding()
+            }
+            finished.leave()
+        }.start()
+        XCTAssertEqual(finished.wait(timeout: .now() + 60), .success, "the adders and the forwarder finish")
+        let seen = forwarded.withLock { $0 }
+        XCTAssertGreaterThan(seen.items, 20 * (16 << 10) / 100, "many forwards while the adders add")
+        XCTAssertEqual(seen.discarded, 0, "no forward found a torn record")
+        XCTAssertEqual(seen.items, accepted.withLock { $0 }, "every accepted item forwarded")
+        XCTAssertEqual(seen.ids.count, seen.items, "none twice")
     }
 
     func testRotatingRegionsCutATraceAtTheOverflowAndKeepWhatTheyAccepted() throws {
