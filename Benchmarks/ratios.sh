@@ -11,8 +11,9 @@ python3 ratios.py < .build/benchmark-run.md
 
 # What the harness cannot show, each scenario in a process of its own (see LoadDriver/main.swift): the
 # per-call tail at a sustained 50,000 logs/s at the default limits, wake-ups and forwards included; the
-# resident memory one buffer adds; threads adding at once (and the floor: a buffer per thread); a batch's
-# first add (and the floor: waking a parked thread); and the most the forwards sustain at the default limits.
+# resident memory one buffer adds; threads adding at once (and the floors: a buffer per thread, and one
+# lock all threads share per add besides); a batch's first add (and the floor: waking a parked thread); and
+# the most the forwards sustain at the default limits.
 swift build -c release --product LoadDriver > /dev/null
 driver=.build/release/LoadDriver
 adds=100000; rounds=300; seconds=2
@@ -22,6 +23,7 @@ for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" rate
 for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" memory "$strategy"; "$driver" memory "$strategy" warm; done
 for kind in spans logs; do
     for threads in 1 2; do "$driver" threads "$threads" "$rounds" "$kind"; SEPARATE=1 "$driver" threads "$threads" "$rounds" "$kind" | sed 's/^/floor, a buffer per thread: /'; done
+    SEPARATE=1 HANDOFF=1 "$driver" threads 2 "$rounds" "$kind" | sed 's/^/floor, a buffer per thread and one shared lock per add: /'
 done
 "$driver" first "$((adds / 30))"
 for threads in 1 2; do "$driver" saturate "$threads" "$seconds"; done
