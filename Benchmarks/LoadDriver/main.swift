@@ -92,9 +92,9 @@ func rate(_ strategy: Options.Strategy, perSecond rate: Double, count: Int) {
 /// Resident set before creating a buffer, after, after 100,000 adds at 50,000 per second, and after a
 /// flush. `warm`: first use Foundation and Dispatch as any app does before it creates a buffer (the
 /// environment, the caches folder, a file, dates, a queue), so that the shared library pages those touch
-/// are not counted as the buffer's.
+/// are not counted as the buffer's; what that use itself added is printed too.
 func memory(_ strategy: Options.Strategy, warm: Bool) {
-    _ = residentKiB()
+    let initial = residentKiB()
     if warm {
         _ = ProcessInfo.processInfo.environment["HOME"]
         let folder = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first!
@@ -123,7 +123,8 @@ func memory(_ strategy: Options.Strategy, warm: Bool) {
         "\(label) \(value.total) KiB (anon \(value.anon), file \(value.file), shmem \(value.shmem)), " +
         "+\(value.total - before.total) KiB"
     }
-    print("memory \(strategy.rawValue)\(warm ? " (warm)" : ""): before \(before.total) KiB (anon \(before.anon), file \(before.file)); " +
+    let warmUp = warm ? " (the warm-up +\(before.total - initial.total) KiB)" : ""
+    print("memory \(strategy.rawValue)\(warm ? " (warm)" : ""): before \(before.total) KiB (anon \(before.anon), file \(before.file))\(warmUp); " +
           line("created", created) + "; " + line("100,000 adds", added) + "; " + line("flushed", flushed))
     withExtendedLifetime(buffer) {}
 }
