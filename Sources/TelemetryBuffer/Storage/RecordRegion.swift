@@ -17,8 +17,8 @@ final class RecordRegion {
     private let kind: RecordFraming.Kind
     /// Keeps the mapping alive; `nil` for heap memory.
     private let mapping: MappedFile?
-    /// Every byte past `max(recordBytes, written)` is zero: the end of what resets cut off and
-    /// `zeroUnused` has not cleared yet. Owner only.
+    /// Every byte past `written` and past the records (committed or reserved) is zero: `written` is the
+    /// end of what resets cut off and `zeroUnused` has not cleared yet. Owner only.
     private var written: Int
 
     /// A heap region with room for `recordCapacity` bytes of records.
@@ -51,8 +51,8 @@ final class RecordRegion {
     /// The open file of a mapped region, `nil` for heap memory.
     var fileDescriptor: FileDescriptor? { mapping?.descriptor }
 
-    /// Bytes of committed records, as the owner sees them: the header's committed length, which it alone
-    /// writes, is the one copy (no stored property to keep in step).
+    /// Bytes of committed records: the header's committed length, written by `append`, `commit` and
+    /// `reset` only, is the one copy (no stored property to keep in step).
     var recordBytes: Int { committedRecordBytes }
 
     var isEmpty: Bool { recordBytes == 0 }
@@ -83,20 +83,28 @@ final class RecordRegion {
 
     /// Publishes the record written at `offset..<end` once the records before it are: the committed
     /// length only ever covers whole records, so a crash at any moment loses none that a `commit` returned
-    /// for. Waits, spinning briefly and then yielding, while a record reserved before this one is still
-    /// being written: on another thread, a copy of a few hundred bytes.
+    /// for. Waits while a record reserved before this one is still being written: on another thread, a
+    /// copy of a few hundred bytes.
     @inline(__always)
     func commit(from offset: Int, to end: Int) {
         if tb_load_acquire_u64(committedLength) != UInt64(offset) { waitForCommits(upTo: offset) }
         tb_store_release_u64(committedLength, UInt64(end))
     }
 
-    /// Waits until the records before `length` are committed (`length` is the end of a reserved place).
+    /// Waits until the records before `length` are committed (`length` is the end of a reserved place):
+    /// spins briefly, then yields, then sleeps 50 µs at a time, so that a writer it waits for runs even
+    /// where yielding does not let it (real-time priorities, one CPU).
     func waitForCommits(upTo length: Int) {
         var turns = 0
         while tb_load_acquire_u64(committedLength) != UInt64(length) {
             turns += 1
-            if turns < 100 { tb_cpu_relax() } else { sched_yield() }
+            if turns < 100 {
+                tb_cpu_relax()
+            } else if turns < 200 {
+                sched_yield()
+            } else {
+                usleep(50)
+            }
         }
     }
 
@@ -129,13 +137,14 @@ final class RecordRegion {
         return end
     }
 
-    /// Gives the whole pages past the committed records back to the system (heap memory only: a mapping's
-    /// pages are the file's, which the kernel may drop by itself once written). What they held was cut
-    /// off by a reset; later appends find zeros there, or the old bytes. Owner only, like an append.
-    func releaseUnusedPages() {
+    /// Gives the whole pages past the records (`length` bytes, those committed or reserved) back to the
+    /// system (heap memory only: a mapping's pages are the file's, which the kernel may drop by itself once
+    /// written). What they held was cut off by a reset; later appends find zeros there, or the old bytes.
+    /// Under the owner's lock.
+    func releaseUnusedPages(after length: Int) {
         guard mapping == nil else { return }
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let start = UInt(bitPattern: base + RecordFraming.headerSize + recordBytes)
+        let start = UInt(bitPattern: base + RecordFraming.headerSize + length)
         let end = UInt(bitPattern: base + RecordFraming.headerSize + recordCapacity)
         let first = (start + UInt(page) - 1) & ~UInt(page - 1), last = end & ~UInt(page - 1)
         guard first < last, let pages = UnsafeMutableRawPointer(bitPattern: first) else { return }

@@ -18,9 +18,10 @@ import Foundation
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
 ///   (`buffer_overflow`), the caller never waits.
 ///
-/// Thread safety: the lists are written under `regions`' lock and read by the background queue only
-/// while pending; the caches and the IO timer state are touched only on `io`; `retired` and `unretired`
-/// only on the background queue.
+/// Thread safety: records' places in the lists are reserved under `regions`' lock and written after it
+/// (see `RotatingRegions`); the background queue reads a list only while pending, once its commits are
+/// in; the caches and the IO timer state are touched only on `io`; `retired` and `unretired` only on the
+/// background queue.
 final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let lists: [RecordRegion]

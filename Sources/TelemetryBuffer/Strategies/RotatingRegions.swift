@@ -228,8 +228,8 @@ final class RotatingRegions: @unchecked Sendable {
 
     /// Gives both regions' unused heap pages back (see `RecordRegion.releaseUnusedPages`).
     func releaseUnusedPages() {
-        state.withLock { _ in
-            for region in [first, second] { region.releaseUnusedPages() }
+        state.withLock { state in
+            for index in 0...1 { withRegion(index) { $0.releaseUnusedPages(after: state.length(index)) } }
         }
     }
 
@@ -242,8 +242,16 @@ final class RotatingRegions: @unchecked Sendable {
     /// The region callers append to now.
     var activeIndex: Int { state.withLock { $0.active } }
 
-    /// Rejects every later append.
-    func close() { state.withLock { $0.closed = true } }
+    /// Rejects every later append, and returns once the appends under way have committed their records.
+    /// Background queue (no forward meanwhile).
+    func close() {
+        let lengths = state.withLock { state in
+            state.closed = true
+            return (state.length(0), state.length(1))
+        }
+        withRegion(0) { $0.waitForCommits(upTo: lengths.0) }
+        withRegion(1) { $0.waitForCommits(upTo: lengths.1) }
+    }
 
     var isEmpty: Bool { state.withLock { !$0.pending && $0.length($0.active) == 0 } }
 
