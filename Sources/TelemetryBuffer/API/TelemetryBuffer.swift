@@ -5,8 +5,9 @@ import Foundation
 /// Keeps an app's logs and spans from the moment `add` returns until they are stored as Sentry envelopes.
 ///
 /// `add(log:)` and `add(span:)` may be called from any thread, the main thread included: they encode the
-/// item once into JSON, copy it into the strategy under a short lock and return; they never wait on disk
-/// I/O. Everything else (batching, envelopes, files) happens on one serial background queue.
+/// item once into JSON, copy it into a place in the strategy reserved under a short lock, and return; they
+/// never wait on disk I/O. Everything else (batching, envelopes, files) happens on one serial background
+/// queue.
 ///
 /// ```swift
 /// let buffer = try TelemetryBuffer(options: Options(dsn: "https://key@o1.ingest.sentry.io/42"))

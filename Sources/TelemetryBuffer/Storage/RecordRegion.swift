@@ -4,8 +4,8 @@ import Foundation
 /// A fixed-capacity run of framed records (`RecordFraming`) in one contiguous block of memory: heap
 /// memory for FlushAll, a `MAP_SHARED` file mapping for the crash-safe list.
 ///
-/// Appending is a bounds check, a copy and a release store of the committed length; never an allocation
-/// or a syscall. Readers on other threads (the IO cache) or in a crash handler trust only the committed
+/// Appending is a bounds check, a copy and a release store of the committed length; never an allocation,
+/// and no syscall unless a commit waits for an earlier writer that is not running. Readers on other threads (the IO cache) or in a crash handler trust only the committed
 /// length, read with acquire. Writers either append one at a time (`append`), or reserve their records'
 /// places one at a time and then write them at once (`write`, then `commit`, which publishes the records
 /// in the order of their places). Resets are the owner's, with no write under way.

@@ -5,7 +5,8 @@ import Foundation
 /// mirrored by an async IO cache.
 ///
 /// * `add` copies the framed record into the active list's mapping: the item survives the death of the
-///   process from that moment, SIGKILL included. No syscall.
+///   process from that moment, SIGKILL included. No syscall (unless its commit waits for another
+///   thread's earlier record while that thread is not running, see `RecordRegion.commit`).
 /// * A serial IO queue copies what the active list committed into its `async-io-cache-N` with one `write`
 ///   and `fdatasync`s it every `ioSyncInterval`: the guard against power loss.
 /// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its

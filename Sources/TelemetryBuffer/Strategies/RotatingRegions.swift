@@ -24,8 +24,8 @@ final class RotatingRegions: @unchecked Sendable {
         /// In line, not an array: an array's buffer would be one more cache line for every add to fetch.
         var tallies = (BatchTally(), BatchTally())
         /// The regions' lengths with every reserved record: ahead of the committed lengths while records
-        /// are being written outside the lock, equal to them otherwise.
-        /// 32-bit (a region holds at most 1 MiB), as `activeRegion` is 8-bit: the state fits a cache line.
+        /// are being written outside the lock, equal to them otherwise. 32-bit (a region holds at most
+        /// 1 MiB), as `activeRegion` is 8-bit: the state fits a cache line.
         private var lengths: (UInt32, UInt32) = (0, 0)
         private var activeRegion: UInt8 = 0
         /// The inactive region holds records that are not yet forwarded.
@@ -97,8 +97,8 @@ final class RotatingRegions: @unchecked Sendable {
         return outcome
     }
 
-    /// Makes the active region the one to take `item`, rotating when it is full and the other one is
-    /// free, and counts the item in. Under the lock.
+    /// Makes the active region one that can take `item`, rotating when it is full and the other one is
+    /// free; or says why the item is refused (counting a span's cut trace). Under the lock.
     @inline(__always)
     private func admit(_ item: EncodedItem, _ state: inout State) -> (rotated: Bool, refusal: DiscardReason?) {
         let active = state.active

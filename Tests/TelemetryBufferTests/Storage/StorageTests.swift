@@ -525,14 +525,16 @@ final class StorageTests: XCTestCase {
     /// a new buffer on the same folder has already taken over).
     func testCloseWaitsForTheWritesUnderWay() throws {
         for _ in 0..<300 {
-            let regions = RotatingRegions(RecordRegion(recordCapacity: 1 << 20, kind: .memoryList),
-                                          RecordRegion(recordCapacity: 1 << 20, kind: .memoryList),
+            // Spans, which no queued-item cap stops, into regions that take thousands: the adder is still
+            // adding when the close comes.
+            let regions = RotatingRegions(RecordRegion(recordCapacity: 8 << 20, kind: .memoryList),
+                                          RecordRegion(recordCapacity: 8 << 20, kind: .memoryList),
                                           maxLogs: 1_000_000, maxSpans: 1_000_000)
             let stopped = DispatchSemaphore(value: 0)
             Thread {
                 let payload = Array(("{\"body\":\"" + String(repeating: "x", count: 600) + "\"}").utf8)
                 payload.withUnsafeBytes { bytes in
-                    let item = EncodedItem(category: .log, payload: bytes, payloadCRC: CRC32C.checksum(bytes), traceID: nil)
+                    let item = EncodedItem(category: .span, payload: bytes, payloadCRC: CRC32C.checksum(bytes), traceID: nil)
                     while case .accepted = regions.append(item) {}
                 }
                 stopped.signal()
