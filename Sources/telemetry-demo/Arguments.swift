@@ -10,7 +10,7 @@ struct Arguments {
     static let usage = """
         usage: telemetry-demo                      a short tour in a temporary folder
                telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans] [--no-close]
-                                      [--max-envelopes N] [--exhaust-descriptors] [--remove-at N]
+                                      [--max-envelopes N] [--exhaust-descriptors] [--remove-at N] [--threads T]
                telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N]
                telemetry-demo inspect --dir D
                telemetry-demo upload  --dir D --dsn DSN [--timeout S]

@@ -6,7 +6,8 @@ import TelemetryBuffer
 /// what was dropped; then closes the buffer
 /// (with --no-close it just returns from main: the graceful-exit hook must forward the items). With
 /// --exhaust-descriptors, no file descriptor is left once the buffer exists. With --remove-at N, it calls
-/// `removeAllData()` before adding item N and prints `removed` once that returned.
+/// `removeAllData()` before adding item N and prints `removed` once that returned. With --threads T, T
+/// threads add at once, thread t the items t, t+T, t+2T… (each prints its own lines, in its order).
 enum Stress {
     static func run(_ arguments: Arguments) throws {
         let directory = URL(fileURLWithPath: try arguments.required("dir"))
@@ -15,9 +16,29 @@ enum Stress {
         let removeAt = try arguments.integer("remove-at", default: -1)
         let buffer = try TelemetryBuffer(options: options(arguments, directory: directory))
         if arguments.flag("exhaust-descriptors") { exhaustDescriptors() }
+        let threads = try arguments.integer("threads", default: 1)
+        guard threads > 1 else {
+            try add(Array(0..<count), to: buffer, spans: withSpans, removeAt: removeAt)
+            if !arguments.flag("no-close") { buffer.close() }
+            return
+        }
+        let done = DispatchGroup()
+        for thread in 0..<threads {
+            done.enter()
+            Thread {
+                try? add(Array(stride(from: thread, to: count, by: threads)), to: buffer, spans: withSpans, removeAt: -1)
+                done.leave()
+            }.start()
+        }
+        done.wait()
+        if !arguments.flag("no-close") { buffer.close() }
+    }
+
+    /// Adds the items `seqs`, one log each (and a span), printing a line per seq.
+    private static func add(_ seqs: [Int], to buffer: TelemetryBuffer, spans withSpans: Bool, removeAt: Int) throws {
         var trace = TraceID.random()
         var segment = SpanID.random()
-        for seq in 0..<count {
+        for (index, seq) in seqs.enumerated() {
             if seq == removeAt {
                 try buffer.removeAllData()
                 FileHandle.standardOutput.write(Data("removed\n".utf8))
@@ -29,9 +50,9 @@ enum Stress {
             }
             if withSpans {
                 // A new trace every 100 items, so envelopes hold several traces' spans.
-                if seq % 100 == 0 { trace = TraceID.random(); segment = SpanID.random() }
+                let isSegment = index % 100 == 0
+                if isSegment { trace = TraceID.random(); segment = SpanID.random() }
                 let now = Date()
-                let isSegment = seq % 100 == 0
                 let span = Span(traceID: trace, spanID: isSegment ? segment : SpanID.random(),
                                 parentSpanID: isSegment ? nil : segment, name: "item \(seq)",
                                 isSegment: isSegment, startTimestamp: now.addingTimeInterval(-0.01),
@@ -42,7 +63,6 @@ enum Stress {
             let line = dropped.isEmpty ? "ack \(seq)\n" : "drop \(seq) \(dropped.joined(separator: " "))\n"
             FileHandle.standardOutput.write(Data(line.utf8))
         }
-        if !arguments.flag("no-close") { buffer.close() }
     }
 
     /// Lowers the soft `RLIMIT_NOFILE` to 256 and opens `/dev/null` until no descriptor is left, for the

@@ -7,14 +7,20 @@ extension XCTestCase {
     /// acknowledged item delivered (when `crashSafe`) and, unless `atLeastOnce`, none twice; nothing dropped
     /// or never added delivered; no staged file left behind.
     func assertDelivered(_ stress: Demo.Run, in folder: TemporaryDirectory, spans: Bool, crashSafe: Bool,
-                         atLeastOnce: Bool = false, _ label: String,
+                         atLeastOnce: Bool = false, threads: Int = 1, _ label: String,
                          file: StaticString = #filePath, line: UInt = #line) throws {
-        // Every seq is printed once, in order: `ack <seq>`, or `drop <seq> <kinds dropped>`.
+        // Every seq is printed once, in its thread's order: `ack <seq>`, or `drop <seq> <kinds dropped>`
+        // (thread t adds t, t+threads, t+2×threads…).
         let lines = stress.lines.map { $0.split(separator: " ").map(String.init) }
         let seqs = lines.compactMap { $0.count >= 2 ? Int($0[1]) : nil }
-        XCTAssertTrue(seqs == Array(0..<seqs.count), "\(label): seqs printed out of order", file: file, line: line)
-        // The item after the last one printed may be held, killed before its line was printed.
-        let attempted = seqs.count + 1
+        var attempted = Set(seqs)
+        for thread in 0..<threads {
+            let own = seqs.filter { $0 % threads == thread }
+            let expected = Array(stride(from: thread, to: thread + own.count * threads, by: threads))
+            XCTAssertTrue(own == expected, "\(label): seqs printed out of order", file: file, line: line)
+            // The item after a thread's last one printed may be held, killed before its line was printed.
+            attempted.insert(thread + own.count * threads)
+        }
         for (kind, names) in try deliveredNames(in: folder, spans: spans) {
             let dropped = Set(lines.filter { $0.first == "drop" && $0.contains(kind) }.map { Int($0[1])! })
             let acked = Set(seqs).subtracting(dropped)
@@ -23,7 +29,7 @@ extension XCTestCase {
             if !atLeastOnce {
                 XCTAssertEqual(delivered.count, Set(delivered).count, "\(label): a \(kind) was delivered twice", file: file, line: line)
             }
-            XCTAssertTrue(delivered.allSatisfy { $0 < attempted }, "\(label): a \(kind) never added", file: file, line: line)
+            XCTAssertTrue(delivered.allSatisfy { attempted.contains($0) }, "\(label): a \(kind) never added", file: file, line: line)
             XCTAssertTrue(dropped.isDisjoint(with: delivered), "\(label): a dropped \(kind) was delivered", file: file, line: line)
             if crashSafe {
                 let missing = acked.subtracting(delivered)

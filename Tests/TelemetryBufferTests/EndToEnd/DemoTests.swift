@@ -174,9 +174,10 @@ enum Demo {
     }
 
     static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool,
-                       killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
+                       threads: Int = 1, killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
         try run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(count),
-                 "--max-envelopes", "100000"] + (spans ? ["--spans"] : []), killAfter: killAfter, failpoint: failpoint)
+                 "--max-envelopes", "100000", "--threads", String(threads)] + (spans ? ["--spans"] : []),
+                killAfter: killAfter, failpoint: failpoint)
     }
 
     static func recover(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, killAfter: useconds_t? = nil,
