@@ -18,6 +18,7 @@ struct Arguments {
                                       [--previous-handler] [--second-dsn DSN] [--sigterm] [--linger-us N]
                                       [--when-held] [--survive-first] [--fork-child] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
+                                      [--helpers H]
         crash kinds: segv abort fatal unwrap overflow index stack thread bus kill term
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
         """

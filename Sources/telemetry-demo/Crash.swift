@@ -10,7 +10,9 @@ import Musl
 
 /// `crash`: adds N items like `stress` (printing `ack <seq>`), then dies the way `--kind` says. With
 /// `--remove-at M`, it calls `removeAllData()` before item M (printing `removed` once it returned); with
-/// `--during-removal` as well, another thread dies `--linger-us` after the removal started instead.
+/// `--during-removal` as well, another thread dies `--linger-us` after the removal started instead. With
+/// `--helpers H`, H more threads add items all along (thread t of H+1 the items t, t+H+1…; the dying
+/// thread is thread 0, its N items numbered so).
 enum Crash {
     static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "kill", "term"]
 
@@ -38,6 +40,13 @@ enum Crash {
         let items = 0..<count * (survive ? 2 : 1)
         // Without a removal to die in, `--during-removal` dies the usual way.
         let diesDuringRemoval = arguments.flag("during-removal") && items.contains(removeAt)
+        let threads = try arguments.integer("helpers", default: 0) + 1
+        let helped = buffers, spans = arguments.flag("spans")
+        for helper in 1..<threads {
+            Thread {
+                for item in stride(from: helper, to: Int.max, by: threads) { add(item, to: helped, trace: trace, spans: spans) }
+            }.start()
+        }
         for seq in items {
             if seq == removeAt {
                 if diesDuringRemoval {
@@ -55,18 +64,7 @@ enum Crash {
                 pthread_kill(pthread_self(), SIGSEGV)
                 buffers.forEach { $0.flush() }
             }
-            var dropped: [String] = []
-            for buffer in buffers {
-                if !buffer.add(log: Log(level: .info, body: "item \(seq)", traceID: trace)) { dropped.append("log") }
-                if arguments.flag("spans") {
-                    let now = Date()
-                    if !buffer.add(span: Span(traceID: trace, spanID: .random(), name: "item \(seq)", isSegment: false,
-                                              startTimestamp: now, endTimestamp: now)) { dropped.append("span") }
-                }
-            }
-            // Unbuffered, and in `stress`'s form: `ack <seq>`, or `drop <seq>` and what was dropped.
-            let line = dropped.isEmpty ? "ack \(seq)\n" : "drop \(seq) \(dropped.joined(separator: " "))\n"
-            FileHandle.standardOutput.write(Data(line.utf8))
+            add(seq * threads, to: buffers, trace: trace, spans: arguments.flag("spans"))
         }
         if arguments.flag("when-held") { try awaitHeldFailpoint() }
         if arguments.flag("fork-child") { forkChild(buffers, trace: trace) }
@@ -88,6 +86,22 @@ enum Crash {
         FileHandle.standardError.write(Data("telemetry-demo: crashing (\(kind)), buffer folder \(directory.path)\n".utf8))
         die(kind)
         withExtendedLifetime(buffers) {}
+    }
+
+    /// Adds item `item` (a log, and with `spans` a span) to each buffer, then prints `ack <item>`, or
+    /// `drop <item>` and what was dropped, in `stress`'s form (unbuffered, one `write` per line).
+    private static func add(_ item: Int, to buffers: [TelemetryBuffer], trace: TraceID, spans: Bool) {
+        var dropped: [String] = []
+        for buffer in buffers {
+            if !buffer.add(log: Log(level: .info, body: "item \(item)", traceID: trace)) { dropped.append("log") }
+            if spans {
+                let now = Date()
+                if !buffer.add(span: Span(traceID: trace, spanID: .random(), name: "item \(item)", isSegment: false,
+                                          startTimestamp: now, endTimestamp: now)) { dropped.append("span") }
+            }
+        }
+        let line = dropped.isEmpty ? "ack \(item)\n" : "drop \(item) \(dropped.joined(separator: " "))\n"
+        FileHandle.standardOutput.write(Data(line.utf8))
     }
 
     /// Waits until a failpoint armed with `hold` has stopped a background thread at its step (it creates
