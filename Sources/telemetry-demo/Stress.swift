@@ -18,7 +18,7 @@ enum Stress {
         if arguments.flag("exhaust-descriptors") { exhaustDescriptors() }
         let threads = try arguments.integer("threads", default: 1)
         guard threads > 1 else {
-            try add(Array(0..<count), to: buffer, spans: withSpans, removeAt: removeAt)
+            try add(stride(from: 0, to: count, by: 1), to: buffer, spans: withSpans, removeAt: removeAt)
             if !arguments.flag("no-close") { buffer.close() }
             return
         }
@@ -26,7 +26,7 @@ enum Stress {
         for thread in 0..<threads {
             done.enter()
             Thread {
-                try? add(Array(stride(from: thread, to: count, by: threads)), to: buffer, spans: withSpans, removeAt: -1)
+                try? add(stride(from: thread, to: count, by: threads), to: buffer, spans: withSpans, removeAt: -1)
                 done.leave()
             }.start()
         }
@@ -35,7 +35,9 @@ enum Stress {
     }
 
     /// Adds the items `seqs`, one log each (and a span), printing a line per seq.
-    private static func add(_ seqs: [Int], to buffer: TelemetryBuffer, spans withSpans: Bool, removeAt: Int) throws {
+    private static func add(
+        _ seqs: StrideTo<Int>, to buffer: TelemetryBuffer, spans withSpans: Bool, removeAt: Int
+    ) throws {
         var trace = TraceID.random()
         var segment = SpanID.random()
         for (index, seq) in seqs.enumerated() {
