@@ -7,7 +7,8 @@ import TelemetryBuffer
 /// (with --no-close it just returns from main: the graceful-exit hook must forward the items). With
 /// --exhaust-descriptors, no file descriptor is left once the buffer exists. With --remove-at N, it calls
 /// `removeAllData()` before adding item N and prints `removed` once that returned. With --threads T, T
-/// threads add at once, thread t the items t, t+T, t+2T… (each prints its own lines, in its order).
+/// threads add at once, thread t the items t, t+T, t+2T… (each prints its own lines, in its order; no
+/// removal then).
 enum Stress {
     static func run(_ arguments: Arguments) throws {
         let directory = URL(fileURLWithPath: try arguments.required("dir"))
@@ -34,7 +35,7 @@ enum Stress {
         if !arguments.flag("no-close") { buffer.close() }
     }
 
-    /// Adds the items `seqs`, one log each (and a span), printing a line per seq.
+    /// Adds the items `seqs`, one log each (and with `withSpans` a span), printing a line per seq.
     private static func add(
         _ seqs: StrideTo<Int>, to buffer: TelemetryBuffer, spans withSpans: Bool, removeAt: Int
     ) throws {

@@ -539,7 +539,9 @@ final class StorageTests: XCTestCase {
                 }
                 stopped.signal()
             }.start()
-            while regions.itemCount < 20 {}
+            let deadline = DispatchTime.now() + 60
+            while regions.itemCount < 20, DispatchTime.now() < deadline {}
+            XCTAssertGreaterThanOrEqual(regions.itemCount, 20, "the adder adds")
             regions.close()
             var committed = 0
             for index in 0...1 { RecordFraming.forEachRecord(in: regions.region(index).records) { _ in committed += 1 } }
