@@ -55,8 +55,6 @@ final class RecordRegion {
     /// `reset` only, is the one copy (no stored property to keep in step).
     var recordBytes: Int { committedRecordBytes }
 
-    var isEmpty: Bool { recordBytes == 0 }
-
     /// Whether a record with a payload of `payloadCount` bytes fits after `length` bytes of records.
     @inline(__always)
     func fits(payloadCount: Int, after length: Int) -> Bool {

@@ -87,13 +87,14 @@ final class RotatingRegions: @unchecked Sendable {
 
     func append(_ item: EncodedItem) -> AppendOutcome {
         guard copiesOutsideTheLock else { return state.withLock { copy(item, &$0) } }
-        var place = (region: 0, offset: 0, id: ItemID(nonce: 0, sequence: 0))
-        let outcome = state.withLock { state in reserve(item, &state, &place) }
-        guard case .accepted = outcome else { return outcome }
-        withRegion(place.region) { target in
-            target.write(category: item.category, id: place.id, payload: item.payload, payloadCRC: item.payloadCRC, at: place.offset)
-            target.commit(from: place.offset, to: place.offset + RecordFraming.recordHeaderSize + item.payload.count)
+        var place = Place(region: 0, offset: 0, id: ItemID(nonce: 0, sequence: 0))
+        let outcome = state.withLock { state in
+            let (rotated, refusal) = admit(item, &state)
+            if let refusal { return AppendOutcome.rejected(refusal) }
+            return reserve(item, rotated: rotated, &state, &place)
         }
+        guard case .accepted = outcome else { return outcome }
+        store(item, at: place)
         return outcome
     }
 
@@ -114,13 +115,13 @@ final class RotatingRegions: @unchecked Sendable {
         return (true, nil)
     }
 
-    /// Reserves `item`'s place in the active region, for the caller to write and commit after the lock.
+    /// Where a record goes: the region, the offset into its records, and the record's ID.
+    private typealias Place = (region: Int, offset: Int, id: ItemID)
+
+    /// Reserves the admitted `item`'s place in the active region (its ID, its bytes, its count). Under the
+    /// lock.
     @inline(__always)
-    private func reserve(
-        _ item: EncodedItem, _ state: inout State, _ place: inout (region: Int, offset: Int, id: ItemID)
-    ) -> AppendOutcome {
-        let (rotated, refusal) = admit(item, &state)
-        if let refusal { return .rejected(refusal) }
+    private func reserve(_ item: EncodedItem, rotated: Bool, _ state: inout State, _ place: inout Place) -> AppendOutcome {
         let active = state.active, offset = state.length(active)
         place = (active, offset, state.ids.next())
         state.setLength(active, offset + RecordFraming.recordHeaderSize + item.payload.count)
@@ -128,7 +129,16 @@ final class RotatingRegions: @unchecked Sendable {
         return .accepted(startTimer: offset == 0, forwardNow: rotated || limitReached)
     }
 
-    /// Copies and commits `item` into the active region. Under the lock.
+    /// Writes `item`'s record at its reserved place and commits it.
+    @inline(__always)
+    private func store(_ item: EncodedItem, at place: Place) {
+        withRegion(place.region) { target in
+            target.write(category: item.category, id: place.id, payload: item.payload, payloadCRC: item.payloadCRC, at: place.offset)
+            target.commit(from: place.offset, to: place.offset + RecordFraming.recordHeaderSize + item.payload.count)
+        }
+    }
+
+    /// Admits, reserves, writes and commits `item`, all under the lock.
     @inline(__always)
     private func copy(_ item: EncodedItem, _ state: inout State) -> AppendOutcome {
         let (rotated, refusal) = admit(item, &state)
@@ -142,15 +152,11 @@ final class RotatingRegions: @unchecked Sendable {
                 return .rejected(.internalSDKError)
             }
         }
-        let active = state.active, offset = state.length(active), id = state.ids.next()
-        withRegion(active) { target in
-            target.write(category: item.category, id: id, payload: item.payload, payloadCRC: item.payloadCRC, at: offset)
-            target.commit(from: offset, to: offset + RecordFraming.recordHeaderSize + item.payload.count)
-        }
+        var place = Place(region: 0, offset: 0, id: ItemID(nonce: 0, sequence: 0))
+        let outcome = reserve(item, rotated: rotated, &state, &place)
+        store(item, at: place)
         if let appending { tb_appending_end(appending) }
-        state.setLength(active, offset + RecordFraming.recordHeaderSize + item.payload.count)
-        let limitReached = state.tally(active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
-        return .accepted(startTimer: offset == 0, forwardNow: rotated || limitReached)
+        return outcome
     }
 
     /// Region 0 or 1, borrowed: `self` keeps both alive, so the hot path need not retain and release one
