@@ -338,7 +338,8 @@ public final class TelemetryBuffer: Sendable {
     /// back. Items added on other threads while it runs may be removed too; the consent does not change.
     ///
     /// It waits for the background queue and the disk (about as long as a `flush()`); no request starts
-    /// from the call on until it returns, but one already under way completes. Envelopes a custom
+    /// from the call on until it returns, but one already under way completes. With a custom transport,
+    /// what the default one stored in `envelopesDirectory` in earlier runs goes too; envelopes the custom
     /// transport took are out of its reach. Called on the buffer's own queue (from a custom transport's
     /// `send`), it cannot wait for the forward it interrupts: it is queued behind it and returns at once
     /// (a failure then goes to `Options.diagnosticHandler`). In the child of a `fork()` it does nothing.
@@ -390,7 +391,9 @@ public final class TelemetryBuffer: Sendable {
             guard let forwardFailure else { return }
             throw forwardFailure as? TelemetryBufferError ?? .fileSystem(operation: "publish", path: folder.path, errno: EIO)
         }
-        step { try files?.removeAll() }
+        step {
+            if let files { try files.removeAll() } else { try FileTransport.removeAll(in: envelopesDirectory, diagnostics: diagnostics) }
+        }
         step { try strategy.scrub() }
         // After a failed forward the strategy still owns what it left (a list's copy, `flushing`).
         if forwardFailure == nil { step { try folder.removeLeftovers() } }

@@ -195,6 +195,20 @@ extension TelemetryBuffer {
             if let failure { throw failure }
         }
 
+        /// `removeAll()` for a folder no transport of this process keeps (a default transport's, from runs
+        /// before the app chose a custom one): nothing if there is none, or if it is not a folder (a link to
+        /// one is not followed); nothing is created, and its envelopes are not counted as dropped.
+        static func removeAll(in directory: URL, diagnostics: Diagnostics) throws {
+            var status = stat()
+            guard lstat(directory.path, &status) == 0 else {
+                if errno == ENOENT { return }
+                throw FileSystem.error("lstat", directory.path)
+            }
+            guard status.st_mode & S_IFMT == S_IFDIR else { return }
+            try FileTransport(directory: directory, maxEnvelopes: .max, maxBytes: .max, maxAge: .infinity,
+                              reports: nil, diagnostics: diagnostics).removeAll()
+        }
+
         /// What is stored, by the kind of item each envelope holds (`log`, `span`), and when the oldest
         /// envelope was stored. It reads every envelope: for diagnostics, not a hot path.
         func summary() -> (stored: [String: QueueStats.Stored], oldest: Date?) {

@@ -223,6 +223,37 @@ final class DataCollectionTests: XCTestCase {
         buffer.close()
     }
 
+    /// Envelopes an earlier run stored with the default transport go too when the app has since switched to
+    /// a custom one (nothing else ever reads that folder again); a link in their folder is not followed.
+    func testRemoveAllDataWithACustomTransportRemovesWhatTheDefaultOneStored() throws {
+        let earlier = try TelemetryBuffer(options: testOptions(directory))
+        earlier.add(log: .test("stored by an earlier run"))
+        earlier.flush()
+        XCTAssertEqual(try walkEnvelopeURLs(in: earlier.envelopesDirectory).count, 1)
+        earlier.close()
+        let outside = directory.url.appendingPathComponent("outside.envelope")
+        try Data("kept".utf8).write(to: outside)
+        try FileManager.default.createSymbolicLink(
+            at: earlier.envelopesDirectory.appendingPathComponent("0000000000000001-000000-00000000.envelope"),
+            withDestinationURL: outside)
+
+        let transport = Recording()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.transport = transport })
+        try buffer.removeAllData()
+        XCTAssertEqual(files(under: directory.url, containing: "stored by an earlier run"), [])
+        XCTAssertEqual(try Data(contentsOf: outside), Data("kept".utf8))
+        buffer.close()
+        XCTAssertEqual(transport.bodies.withLock { $0 }, [])
+    }
+
+    /// With a custom transport and no envelope folder, removing creates none.
+    func testRemoveAllDataWithACustomTransportCreatesNoEnvelopeFolder() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.transport = Recording() })
+        try buffer.removeAllData()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: buffer.envelopesDirectory.path))
+        buffer.close()
+    }
+
     private func walkEnvelopeURLs(in folder: URL) throws -> [URL] {
         try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".envelope") }
             .map { folder.appendingPathComponent($0) }
