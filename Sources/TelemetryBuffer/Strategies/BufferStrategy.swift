@@ -29,7 +29,8 @@ protocol BufferStrategy: AnyObject, Sendable {
     /// start per batch is started here, so that `add` wakes one queue, not two.
     func batchStarted()
     /// Publishes held items as envelopes and returns once the transport has them: everything held when
-    /// it began (`everything`), or only the batch that reached a limit. Returns the failure (also logged)
+    /// it began (`everything`), or only the batches that are due: one swapped out full, and one that
+    /// reached a limit (a wake-up may stand for both). Returns the failure (also logged)
     /// that left items it was to publish held; `nil` when there is none. Background queue.
     @discardableResult
     func forward(everything: Bool) -> (any Error)?

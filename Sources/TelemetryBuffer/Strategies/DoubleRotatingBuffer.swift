@@ -129,7 +129,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         _ = tb_crash_settle()
         var published: [Published] = []
         var failure: (any Error)?
-        for _ in 0..<(everything ? 2 : 1) {
+        // The list waiting (or the active one), then the active one: for everything, or if it reached a limit
+        // too (two batches due at once, when their wake-ups merged).
+        for _ in 0..<2 {
             guard let batch = regions.beginForwarding(dueOnly: !everything) else { break }
             do {
                 published.append(try publish(list: batch.index, records: batch.records))

@@ -144,7 +144,9 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     @discardableResult
     func forward(everything: Bool) -> (any Error)? {
         var failure: (any Error)?
-        for _ in 0..<(everything ? 2 : 1) {
+        // The flushing file (or the cache), then the cache: for everything, or if it reached a limit too
+        // (two batches due at once, when their wake-ups merged).
+        for _ in 0..<2 {
             let ready: Bool = lock.withLock {
                 if !pending {
                     guard cacheBytes > 0 else { return false }

@@ -35,9 +35,9 @@ final class FlushAll: BufferStrategy {
     @discardableResult
     func forward(everything: Bool) -> (any Error)? {
         var failure: (any Error)?
-        // The region already waiting (or the active one: for everything, or once at a limit), then, for
-        // everything, the one active now.
-        for _ in 0..<(everything ? 2 : 1) {
+        // The region already waiting (or the active one: for everything, or at a limit), then the one active
+        // now: for everything, or if it reached a limit too (two batches due at once, when their wake-ups merged).
+        for _ in 0..<2 {
             do {
                 guard try publishNext(dueOnly: !everything) else { break }
             } catch is CrashInProgress {

@@ -141,6 +141,38 @@ final class BatchingTests: XCTestCase {
         }
     }
 
+    /// Two batches due when the background queue wakes: one swapped out full (of bytes), and the one
+    /// after it at its log limit; their wake-ups merge while a forward holds the queue (in the transport).
+    /// Both are forwarded then, not the second only when the timer fires (here it never does).
+    func testTwoBatchesDueAtOneWakeUpAreBothForwarded() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let transport = try GatedTransport(directory: folder.url.appendingPathComponent("out"))
+            let buffer = try TelemetryBuffer(options: testOptions(folder) {
+                $0.strategy = strategy
+                $0.maxLogsPerBatch = 5
+                $0.maxBatchBytes = 16384
+                $0.clock = ManualClock()
+                $0.transport = transport
+            })
+            let small = (0..<10).map { "log \($0)" }
+            // 4,000 bytes and a record's own (well under 1,400 bytes): three fit in a batch, four do not.
+            let large = (0..<4).map { "large \($0) " + String(repeating: "x", count: 4000) }
+            // At the limit: forwarded, and the transport holds the queue.
+            for body in small[0..<5] { XCTAssertTrue(buffer.add(log: .test(body))) }
+            transport.waitUntilHeld()
+            // Three large logs fill the next batch's bytes; the fourth starts the one after, which the
+            // small ones then bring to its log limit.
+            for body in large + small[5...] { XCTAssertTrue(buffer.add(log: .test(body)), "\(strategy)") }
+            transport.open()
+            let expected = Array(small[0..<5] + large + small[5...])
+            try eventually { try logBodies(in: transport.inner.directory).count == expected.count }
+            XCTAssertEqual(try logBodies(in: transport.inner.directory).map { $0.prefix(8) }, expected.map { $0.prefix(8) }, "\(strategy)")
+            buffer.close()
+        }
+    }
+
     func testSpansAreBucketedOneTracePerEnvelope() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxSpansPerBatch = 5 })
         let traces = (1...3).map { TraceID(high: UInt64($0), low: 42) }
