@@ -148,14 +148,11 @@ final class BatchingTests: XCTestCase {
         for strategy in Options.Strategy.allCases {
             let folder = try TemporaryDirectory()
             defer { folder.remove() }
-            let transport = try GatedTransport(directory: folder.url.appendingPathComponent("out"))
-            let buffer = try TelemetryBuffer(options: testOptions(folder) {
-                $0.strategy = strategy
+            let (buffer, transport) = try bufferWithHeldTransport(strategy, in: folder) {
                 $0.maxLogsPerBatch = 5
                 $0.maxBatchBytes = 16384
                 $0.clock = ManualClock()
-                $0.transport = transport
-            })
+            }
             let small = (0..<10).map { "log \($0)" }
             // 4,000 bytes and a record's own (well under 1,400 bytes): three fit in a batch, four do not.
             let large = (0..<4).map { "large \($0) " + String(repeating: "x", count: 4000) }
@@ -171,6 +168,20 @@ final class BatchingTests: XCTestCase {
             XCTAssertEqual(try logBodies(in: transport.inner.directory).map { $0.prefix(8) }, expected.map { $0.prefix(8) }, "\(strategy)")
             buffer.close()
         }
+    }
+
+    /// A buffer with `strategy` whose transport holds its first envelope (and so the background queue)
+    /// until the test opens it.
+    private func bufferWithHeldTransport(
+        _ strategy: Options.Strategy, in folder: TemporaryDirectory, _ configure: (inout Options) -> Void
+    ) throws -> (TelemetryBuffer, GatedTransport) {
+        let transport = try GatedTransport(directory: folder.url.appendingPathComponent("out"))
+        let buffer = try TelemetryBuffer(options: testOptions(folder) {
+            $0.strategy = strategy
+            $0.transport = transport
+            configure(&$0)
+        })
+        return (buffer, transport)
     }
 
     func testSpansAreBucketedOneTracePerEnvelope() throws {
@@ -202,12 +213,8 @@ final class BatchingTests: XCTestCase {
     /// blocked, the overflow is dropped and counted, a trace that lost a span takes no more spans in
     /// that batch, and every span that was accepted is still delivered.
     func testOverflowDropsAndCountsButKeepsEveryAcceptedItem() throws {
-        let transport = try GatedTransport(directory: directory.url.appendingPathComponent("out"))
-        let buffer = try TelemetryBuffer(options: testOptions(directory) {
-            $0.strategy = .flushAll  // holding its transport holds the region being forwarded
-            $0.maxBatchBytes = 4096
-            $0.transport = transport
-        })
+        // FlushAll: holding its transport holds the region being forwarded.
+        let (buffer, transport) = try bufferWithHeldTransport(.flushAll, in: directory) { $0.maxBatchBytes = 4096 }
         // The items' sizes, and so the bytes the logs leave for the spans below, must not hang on the
         // machine or the clock: the attributes saying where the test runs are fixed (the items' own win),
         // and each log has a millisecond of its own, so every `sentry.timestamp.sequence` is 0.
@@ -267,12 +274,7 @@ final class BatchingTests: XCTestCase {
         for strategy in Options.Strategy.allCases {
             let folder = try TemporaryDirectory()
             defer { folder.remove() }
-            let transport = try GatedTransport(directory: folder.url.appendingPathComponent("out"))
-            let buffer = try TelemetryBuffer(options: testOptions(folder) {
-                $0.strategy = strategy
-                $0.maxBatchBytes = 4096
-                $0.transport = transport
-            })
+            let (buffer, transport) = try bufferWithHeldTransport(strategy, in: folder) { $0.maxBatchBytes = 4096 }
             XCTAssertTrue(buffer.add(log: .test("first")))
             buffer.didEnterBackground()
             transport.waitUntilHeld()
