@@ -392,7 +392,7 @@ public final class TelemetryBuffer: Sendable {
             throw forwardFailure as? TelemetryBufferError ?? .fileSystem(operation: "publish", path: folder.path, errno: EIO)
         }
         step {
-            if let files { try files.removeAll() } else { try FileTransport.removeAll(in: envelopesDirectory, diagnostics: diagnostics) }
+            if let files { try files.removeAll() } else { try FileTransport.removeAll(in: envelopesDirectory) }
         }
         step { try strategy.scrub() }
         // After a failed forward the strategy still owns what it left (a list's copy, `flushing`).

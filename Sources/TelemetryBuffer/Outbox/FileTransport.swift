@@ -167,46 +167,63 @@ extension TelemetryBuffer {
             state.withLock { state in
                 var names = Set(state.stored.map(\.name))
                 do {
-                    names.formUnion(try FileManager.default.contentsOfDirectory(atPath: directory.path)
-                        .filter { $0.hasSuffix(Self.fileExtension) })
+                    names.formUnion(try FileSystem.names(inDirectory: directoryFD, path: directory.path))
                 } catch {
                     failure = error
                 }
-                var kept = Set<String>()
-                for name in names {
-                    var status = stat()
-                    if fstatat(directoryFD.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFDIR {
-                        continue
-                    }
-                    do {
-                        try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
-                    } catch {
-                        failure = failure ?? error
-                        kept.insert(name)
-                    }
-                }
+                let kept = Self.removeEnvelopes(names, in: directoryFD, path: directory.path, failure: &failure)
                 state.stored.removeAll { !kept.contains($0.name) }
             }
-            do {
-                try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
-            } catch {
-                failure = failure ?? error
-            }
+            Self.syncFolder(directoryFD, path: directory.path, failure: &failure)
             if let failure { throw failure }
         }
 
         /// `removeAll()` for a folder no transport of this process keeps (a default transport's, from runs
-        /// before the app chose a custom one): nothing if there is none, or if it is not a folder (a link to
-        /// one is not followed); nothing is created, and its envelopes are not counted as dropped.
-        static func removeAll(in directory: URL, diagnostics: Diagnostics) throws {
-            var status = stat()
-            guard lstat(directory.path, &status) == 0 else {
-                if errno == ENOENT { return }
-                throw FileSystem.error("lstat", directory.path)
+        /// before the app chose a custom one), opened once and used through its descriptor: nothing if
+        /// there is none, or if it is not a folder (a link to one is not followed); nothing is created.
+        static func removeAll(in directory: URL) throws {
+            let raw = open(directory.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard raw >= 0 else {
+                if [ENOENT, ENOTDIR, ELOOP].contains(errno) { return }
+                throw FileSystem.error("open", directory.path)
             }
-            guard status.st_mode & S_IFMT == S_IFDIR else { return }
-            try FileTransport(directory: directory, maxEnvelopes: .max, maxBytes: .max, maxAge: .infinity,
-                              reports: nil, diagnostics: diagnostics).removeAll()
+            let directoryFD = FileDescriptor(rawValue: raw)
+            defer { directoryFD.close() }
+            var failure: (any Error)?
+            _ = removeEnvelopes(try FileSystem.names(inDirectory: directoryFD, path: directory.path),
+                                in: directoryFD, path: directory.path, failure: &failure)
+            syncFolder(directoryFD, path: directory.path, failure: &failure)
+            if let failure { throw failure }
+        }
+
+        /// Unlinks the envelopes among `names` (not folders under their names); returns those it could
+        /// not unlink, `failure` set to the first error.
+        private static func removeEnvelopes(
+            _ names: some Sequence<String>, in directoryFD: FileDescriptor, path: String, failure: inout (any Error)?
+        ) -> Set<String> {
+            var kept = Set<String>()
+            for name in names where name.hasSuffix(fileExtension) {
+                var status = stat()
+                if fstatat(directoryFD.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFDIR {
+                    continue
+                }
+                do {
+                    try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: path)
+                } catch {
+                    failure = failure ?? error
+                    kept.insert(name)
+                }
+            }
+            return kept
+        }
+
+        /// Makes the folder's unlinks durable; `failure` set if it is the first error.
+        private static func syncFolder(_ directoryFD: FileDescriptor, path: String, failure: inout (any Error)?) {
+            do {
+                try FileSystem.sync([], directoryFD: directoryFD, directoryPath: path)
+            } catch {
+                failure = failure ?? error
+            }
         }
 
         /// What is stored, by the kind of item each envelope holds (`log`, `span`), and when the oldest

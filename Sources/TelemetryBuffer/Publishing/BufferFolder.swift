@@ -53,21 +53,7 @@ final class BufferFolder: @unchecked Sendable {
 
     /// The folder's entries, sorted. Throws if it cannot be listed (no descriptor left): an empty list
     /// would pass for a folder with nothing to recover.
-    func names() throws -> [String] {
-        guard let directory = opendir(path) else { throw FileSystem.error("opendir", path) }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while true {
-            errno = 0
-            guard let entry = readdir(directory) else {
-                if errno != 0 { throw FileSystem.error("readdir", path) }
-                break
-            }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
+    func names() throws -> [String] { try FileSystem.names(inDirectory: fd, path: path) }
 
     /// Staged envelopes, by index (a file with such a name that is not a regular file of ours is left alone).
     func stagedEnvelopes() throws -> [(index: UInt64, name: String)] {

@@ -212,6 +212,32 @@ enum FileSystem {
         guard directoryFD.durableSync() == 0 else { throw error("fsync", directoryPath) }
     }
 
+    /// The entries of the open directory `directoryFD` (at `path`, for errors), sorted, without `.` and
+    /// `..`. Listed through a descriptor of its own for that directory (`openat` of "."): no path is looked
+    /// up again, and listings on other threads do not share its position. Throws if it cannot be listed
+    /// (no descriptor left): an empty list would pass for a folder with nothing in it.
+    static func names(inDirectory directoryFD: FileDescriptor, path: String) throws -> [String] {
+        let own = openat(directoryFD.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard own >= 0 else { throw error("open", path) }
+        guard let directory = fdopendir(own) else {
+            let failure = error("fdopendir", path)
+            _ = close(own)
+            throw failure
+        }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                if errno != 0 { throw error("readdir", path) }
+                break
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
     /// Removes `name` from the directory; a missing file is not an error.
     static func remove(_ name: String, directoryFD: FileDescriptor, directoryPath: String) throws {
         guard unlinkat(directoryFD.rawValue, name, 0) == 0 || errno == ENOENT else {

@@ -246,12 +246,29 @@ final class DataCollectionTests: XCTestCase {
         XCTAssertEqual(transport.bodies.withLock { $0 }, [])
     }
 
-    /// With a custom transport and no envelope folder, removing creates none.
-    func testRemoveAllDataWithACustomTransportCreatesNoEnvelopeFolder() throws {
-        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.transport = Recording() })
-        try buffer.removeAllData()
-        XCTAssertFalse(FileManager.default.fileExists(atPath: buffer.envelopesDirectory.path))
-        buffer.close()
+    /// With a custom transport, where `envelopes` is missing, a link to a folder elsewhere, or a FIFO:
+    /// removal creates nothing, follows nothing, waits on nothing, and succeeds.
+    func testRemoveAllDataWithACustomTransportFollowsNoLinkAndCreatesNothing() throws {
+        let elsewhere = directory.url.appendingPathComponent("elsewhere")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: false)
+        let envelope = elsewhere.appendingPathComponent("0000000000000001-000000-00000000.envelope")
+        try Data("kept".utf8).write(to: envelope)
+        let kinds: [(String, (URL) throws -> Void)] = [
+            ("missing", { _ in }),
+            ("a link to a folder", { try FileManager.default.createSymbolicLink(at: $0, withDestinationURL: elsewhere) }),
+            ("a FIFO", { XCTAssertEqual(mkfifo($0.path, 0o600), 0) }),
+        ]
+        for (kind, make) in kinds {
+            let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.transport = Recording() })
+            try? FileManager.default.removeItem(at: buffer.envelopesDirectory)
+            try make(buffer.envelopesDirectory)
+            let before = try? FileManager.default.attributesOfItem(atPath: buffer.envelopesDirectory.path)[.type] as? FileAttributeType
+            XCTAssertNoThrow(try buffer.removeAllData(), kind)
+            let after = try? FileManager.default.attributesOfItem(atPath: buffer.envelopesDirectory.path)[.type] as? FileAttributeType
+            XCTAssertEqual(after, before, kind)
+            XCTAssertEqual(try Data(contentsOf: envelope), Data("kept".utf8), kind)
+            buffer.close()
+        }
     }
 
     private func walkEnvelopeURLs(in folder: URL) throws -> [URL] {
