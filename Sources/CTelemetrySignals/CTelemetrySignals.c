@@ -284,7 +284,9 @@ static void write_and_chain(int signal, siginfo_t *info, void *context, int agai
     // action was not raised cannot come back by itself: it is settled now, and adds go on at once.
     clock_gettime(CLOCK_MONOTONIC, &returned_at);
     __atomic_store_n(&phase, RETURNED, __ATOMIC_RELEASE);
-    if (!raised && info != NULL && info->si_code <= 0 && signal != SIGABRT) settle(1);
+    // Sent by a process: Linux's codes for that are 0 or below; Darwin's SI_USER and SI_QUEUE are positive.
+    int sent = info != NULL && (info->si_code <= 0 || info->si_code == SI_USER || info->si_code == SI_QUEUE);
+    if (!raised && sent && signal != SIGABRT) settle(1);
 }
 
 static void handle(int signal, siginfo_t *info, void *context) {

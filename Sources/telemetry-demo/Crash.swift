@@ -1,4 +1,5 @@
 import Foundation
+import CTelemetrySignals
 import TelemetryBuffer
 #if canImport(Darwin)
 import Darwin
@@ -187,7 +188,7 @@ enum Crash {
     /// `fork()`s a child that adds five logs `child <n>` (printing `child add true|false`), then crashes; the
     /// parent waits for it and prints `child status <status>`.
     private static func forkChild(_ buffers: [TelemetryBuffer], trace: TraceID) {
-        let child = fork()
+        let child = tb_fork()
         if child == 0 {
             for index in 0..<5 {
                 let held = buffers.allSatisfy { $0.add(log: Log(level: .info, body: "child \(index)", traceID: trace)) }

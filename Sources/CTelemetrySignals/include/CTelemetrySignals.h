@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "BufferFormat.h"
 
@@ -94,6 +95,10 @@ extern int tb_forked_child;
 
 /// Whether this process is such a child.
 static inline int tb_in_forked_child(void) { return __atomic_load_n(&tb_forked_child, __ATOMIC_RELAXED); }
+
+/// `fork()`, which Swift's Darwin overlay marks unavailable: the demo forks a child that adds (its test of
+/// the fork guards), on every platform.
+static inline pid_t tb_fork(void) { return fork(); }
 
 /// Registers the `fork()` hook that sets `tb_forked_child` (once per process).
 void tb_fork_guard_install(void);

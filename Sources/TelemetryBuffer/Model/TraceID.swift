@@ -65,13 +65,10 @@ extension TelemetryBuffer {
 
 /// Hex conversions shared by the IDs and the encoders.
 enum HexDigits {
+    /// (Not `String(unsafeUninitializedCapacity:)`: that needs macOS 11 and iOS 14. Descriptions only,
+    /// not the encoders' path.)
     static func string(_ value: UInt64) -> String {
-        String(unsafeUninitializedCapacity: 16) { buffer in
-            for index in 0..<16 {
-                buffer[index] = digit(UInt8(truncatingIfNeeded: value >> UInt64(60 - 4 * index)) & 0xF)
-            }
-            return 16
-        }
+        String(decoding: (0..<16).map { digit(UInt8(truncatingIfNeeded: value >> UInt64(60 - 4 * $0)) & 0xF) }, as: UTF8.self)
     }
 
     @inline(__always)

@@ -14,7 +14,7 @@ enum BootSession {
         var text = [CChar](repeating: 0, count: 64)
         var size = text.count
         guard sysctlbyname("kern.bootsessionuuid", &text, &size, nil, 0) == 0 else { return nil }
-        let id = String(cString: text)
+        let id = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         #else
         // A /proc file reports size 0: read what is there.
         let raw = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
