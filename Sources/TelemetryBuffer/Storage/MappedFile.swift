@@ -25,7 +25,7 @@ final class MappedFile {
     /// A file `init` created is removed again.
     struct WritesCanFault: Error, CustomStringConvertible {
         var path: String
-        var description: String { "stores into a mapping of \(path) may need new disk space (not ext2/3/4, XFS or tmpfs)" }
+        var description: String { "stores into a mapping of \(path) may need new disk space (not ext2/3/4, XFS or tmpfs; on Apple platforms, not a local APFS or HFS+ volume)" }
     }
 
     /// Opens or creates `path`, makes it exactly `size` bytes with every block allocated, and maps it.
