@@ -41,6 +41,7 @@ int tb_forked_child;
 
 static const char *test_pause_path;
 static int test_pause_ms;
+static int test_pause_when_owned;
 
 // What the writing handler did, so that it can be undone if the process survives the signal.
 typedef struct undo {
@@ -97,8 +98,8 @@ static void temporary_name(const char *name, char *temporary) {
     temporary[length] = 0;
 }
 
-static void pause_for_test(void) {
-    if (test_pause_path == NULL) return;
+static void pause_for_test(int owned) {
+    if (test_pause_path == NULL || owned != test_pause_when_owned) return;
     int fd = open(test_pause_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd >= 0) close(fd);
     struct timespec pause = { test_pause_ms / 1000, (long)(test_pause_ms % 1000) * 1000000L };
@@ -108,7 +109,7 @@ static void pause_for_test(void) {
 // MARK: DoubleRotatingBuffer: sync the mapped lists
 
 static void sync_files(const tb_crash_target *target) {
-    pause_for_test();
+    pause_for_test(0);
     for (int index = 0; index < 2; index++) {
         if (target->file_fds[index] >= 0) durable_sync(target->file_fds[index]);
     }
@@ -128,7 +129,7 @@ static void write_regions(const tb_crash_target *target, undo *done) {
         for (int byte = 0; byte < 8; byte++) headers[index][TB_HEADER_MARKER_OFFSET + byte] = (uint8_t)(marker >> (8 * byte));
         headers[index][TB_HEADER_MARKER_OFFSET + TB_MARKER_CLAIM_SHIFT / 8] = 0;  // the claim byte
     }
-    pause_for_test();
+    pause_for_test(0);
     // An append on another thread that did not see the claim finishes before the records are read (at
     // most 1 s; one on this thread was stopped by the crash and never returns).
     if (target->appending != NULL) {
@@ -170,15 +171,19 @@ static void write_regions(const tb_crash_target *target, undo *done) {
 static void write_targets(int again) {
     for (int index = 0; index < TB_CRASH_MAX_TARGETS; index++) {
         if (again) {
-            // Only the slots still held (not taken over by `tb_crash_unregister`), with the same names;
-            // marked 2 meanwhile, so that `tb_crash_unregister` cannot take the hold while this reads.
+            // The slots still held, with the same names; marked 2 meanwhile, so that `tb_crash_unregister`
+            // cannot take the hold while this reads.
             int held = 1;
-            if (!__atomic_compare_exchange_n(&undos[index].held, &held, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
-            tb_crash_target target = slots[index].target;
-            if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
-            else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
-            __atomic_store_n(&undos[index].held, 1, __ATOMIC_RELEASE);
-            continue;
+            if (__atomic_compare_exchange_n(&undos[index].held, &held, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                tb_crash_target target = slots[index].target;
+                if (target.mode == TB_CRASH_SYNC_FILES) sync_files(&target);
+                else if (target.mode == TB_CRASH_WRITE_REGIONS) write_regions(&target, &undos[index]);
+                __atomic_store_n(&undos[index].held, 1, __ATOMIC_RELEASE);
+                continue;
+            }
+            // Not held: empty then, taken over by `tb_crash_unregister`, or a buffer registered since (its
+            // items acknowledged, its regions never claimed): written as on a first signal.
+            if (held != 0) continue;
         }
         undos[index] = (undo){ 0, -1, { NULL, NULL }, { NULL, NULL } };
         // Announce the read before checking the slot: `tb_crash_unregister` clears the slot, then waits
@@ -289,6 +294,13 @@ static void write_and_chain(int signal, siginfo_t *info, void *context, int agai
     if (!raised && sent && signal != SIGABRT) settle(1);
 }
 
+/// Whether another thread's handler has taken `owner` and not yet handed the signal on: writing, or in
+/// the instructions between taking `owner` and saying it writes (the phase still idle then).
+static int writing_elsewhere(void) {
+    int current = __atomic_load_n(&phase, __ATOMIC_ACQUIRE);
+    return current == WRITING || (current == IDLE && __atomic_load_n(&owner, __ATOMIC_ACQUIRE) != 0);
+}
+
 static void handle(int signal, siginfo_t *info, void *context) {
     int saved_errno = errno;
     uintptr_t self = (uintptr_t)pthread_self(), expected = 0;
@@ -303,6 +315,7 @@ static void handle(int signal, siginfo_t *info, void *context) {
     for (int waited = 0; waited < 2000 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == SETTLING; waited++) nanosleep(&pause, NULL);
     int returned = RETURNED;
     if (__atomic_compare_exchange_n(&owner, &expected, self, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        pause_for_test(1);
         write_and_chain(signal, info, context, 0);
     } else if (__atomic_compare_exchange_n(&phase, &returned, WRITING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         // An earlier signal's files, not settled yet: the claims still refuse new items, but an append
@@ -311,8 +324,9 @@ static void handle(int signal, siginfo_t *info, void *context) {
         write_and_chain(signal, info, context, 1);
     } else {
         if (expected != self) {
-            // Another thread is writing: let it finish (at most 10 s) before this one ends the process.
-            for (int waited = 0; waited < 10000 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == WRITING; waited++) nanosleep(&pause, NULL);
+            // Another thread owns the handler and is about to write, or writing: let it finish (at most
+            // 10 s) before this one ends the process, which would lose what that one has not written yet.
+            for (int waited = 0; waited < 10000 && writing_elsewhere(); waited++) nanosleep(&pause, NULL);
         }
         chain(signal, info, context);
     }
@@ -431,8 +445,9 @@ void tb_crash_unregister(int slot) {
     }
 }
 
-void tb_crash_test_pause(const char *path, int pause_ms) {
+void tb_crash_test_pause(const char *path, int pause_ms, int when_owned) {
     test_pause_ms = pause_ms;
+    test_pause_when_owned = when_owned;
     __atomic_store_n(&test_pause_path, path, __ATOMIC_RELEASE);
 }
 

@@ -18,7 +18,7 @@ struct Arguments {
                                       [--previous-handler] [--second-dsn DSN] [--sigterm] [--linger-us N]
                                       [--when-held] [--survive-first] [--fork-child] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
-                                      [--helpers H]
+                                      [--helpers H] [--crash-while-crashing] [--survive-then-register]
         crash kinds: segv abort fatal unwrap overflow index stack thread bus kill term
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
         """
@@ -30,7 +30,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "previous-closes", "exhaust-descriptors", "during-removal"].contains(name) {
+            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {
                 values[name] = value

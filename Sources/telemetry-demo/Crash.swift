@@ -13,7 +13,10 @@ import Musl
 /// `--remove-at M`, it calls `removeAllData()` before item M (printing `removed` once it returned); with
 /// `--during-removal` as well, another thread dies `--linger-us` after the removal started instead. With
 /// `--helpers H`, H more threads add items all along (thread t of H+1 the items t, t+H+1…; the dying
-/// thread is thread 0, its N items numbered so).
+/// thread is thread 0, its N items numbered so). With `--crash-while-crashing`, another thread crashes
+/// first, and this one dies while that one holds the handler (with failpoint `crash.handler-owned:hold`).
+/// With `--survive-then-register` and `--second-dsn`, after N items an abort is survived (a previous
+/// handler returns), the second DSN's buffer is made then, and N more items go to it alone.
 enum Crash {
     static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "kill", "term"]
 
@@ -23,12 +26,16 @@ enum Crash {
         let directory = URL(fileURLWithPath: arguments.string("dir")
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("telemetry-demo-crash-\(getpid())").path)
         if arguments.flag("previous-handler") { installPreviousHandler() }
-        if arguments.flag("survive-first") { installSurvivingHandler() }
+        let registersLate = arguments.flag("survive-then-register")
+        if arguments.flag("survive-first") || registersLate { installSurvivingHandler() }
         if arguments.flag("previous-closes") { installClosingHandler() }
         var options = try options(arguments, directory: directory)
         options.handleSIGTERM = arguments.flag("sigterm")
         var buffers = [try TelemetryBuffer(options: options)]
-        if let second = arguments.string("second-dsn") {
+        let first = buffers
+        let second = arguments.string("second-dsn")
+        if registersLate, second == nil { throw DemoError("--survive-then-register needs --second-dsn") }
+        if let second, !registersLate {
             options.dsn = second
             buffers.append(try TelemetryBuffer(options: options))
         }
@@ -38,7 +45,7 @@ enum Crash {
         let survive = arguments.flag("survive-first")
         let removeAt = try arguments.integer("remove-at", default: -1)
         let linger = useconds_t(try arguments.integer("linger-us", default: 0))
-        let items = 0..<count * (survive ? 2 : 1)
+        let items = 0..<count * (survive || registersLate ? 2 : 1)
         // Without a removal to die in, `--during-removal` dies the usual way.
         let diesDuringRemoval = arguments.flag("during-removal") && items.contains(removeAt)
         let threads = try arguments.integer("helpers", default: 0) + 1
@@ -65,10 +72,24 @@ enum Crash {
                 pthread_kill(pthread_self(), SIGSEGV)
                 buffers.forEach { $0.flush() }
             }
+            if registersLate, let second, seq == count {
+                // A crash signal the process survives and the handler does not settle at once (an abort,
+                // which `abort()` raises again), then a buffer made before it is settled: the next crash
+                // must write it out too. The items from here on go to it alone.
+                raise(SIGABRT)
+                options.dsn = second
+                buffers = [try TelemetryBuffer(options: options)]
+            }
             add(seq * threads, to: buffers, trace: trace, spans: arguments.flag("spans"))
         }
         if arguments.flag("when-held") { try awaitHeldFailpoint() }
         if arguments.flag("fork-child") { forkChild(buffers, trace: trace) }
+        if arguments.flag("crash-while-crashing") {
+            // Another thread crashes; once it has taken the handler and before it writes (failpoint
+            // crash.handler-owned:hold), this one dies too.
+            Thread { nullDereference() }.start()
+            try awaitHeldFailpoint()
+        }
         if arguments.flag("close-while-crashing") {
             // Another thread crashes; while its handler holds this buffer's registration (failpoint
             // crash.handler:hold), close and release the buffer and take its folder descriptor's number.
@@ -86,7 +107,7 @@ enum Crash {
         usleep(linger)
         FileHandle.standardError.write(Data("telemetry-demo: crashing (\(kind)), buffer folder \(directory.path)\n".utf8))
         die(kind)
-        withExtendedLifetime(buffers) {}
+        withExtendedLifetime((first, buffers)) {}
     }
 
     /// Adds item `item` (a log, and with `spans` a span) to each buffer, then prints `ack <item>`, or

@@ -1,3 +1,5 @@
+import CTelemetrySignals
+
 /// The FlushAll strategy: items wait in memory, pre-serialized as framed records in one contiguous region
 /// (two, alternating, so the caller never waits while one is being written out), and become envelopes
 /// on the timer, a limit, `flush`, `close` or backgrounding.
@@ -34,6 +36,9 @@ final class FlushAll: BufferStrategy {
 
     @discardableResult
     func forward(everything: Bool) -> (any Error)? {
+        // After a crash signal the process survived, the handler is settled here at the latest (as by
+        // DoubleRotatingBuffer): its claims go, and it takes its signals back for buffers made since.
+        _ = tb_crash_settle()
         var failure: (any Error)?
         // The region already waiting (or the active one: for everything, or at a limit), then the one active
         // now: for everything, or if it reached a limit too (two batches due at once, when their wake-ups merged).

@@ -41,8 +41,16 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// pause: the handler creates the held file, waits 500 ms, then goes on (armed when a buffer registers).
     case crashHandler = "crash.handler"
 
+    /// The crash handler has been taken by a crashing thread, which has not begun to write (another
+    /// thread crashing now must wait for it). Only `hold`, a pause as `crashHandler`'s.
+    case crashHandlerOwned = "crash.handler-owned"
+
     /// FileStreamCache cannot create the next `cache` when it rotates (as with no descriptor left).
     case streamCacheFails = "stream.cache-fails"
+
+    /// FileStreamCache cannot cut a partial record off `cache` after a failed append (as `ftruncate`
+    /// failing with an I/O error on a network or FUSE file system).
+    case streamTruncateFails = "stream.truncate-fails"
 
     /// FileStreamCache cannot read `flushing` (as with no descriptor left or an I/O error).
     case streamReadFails = "stream.read-fails"
@@ -119,19 +127,15 @@ enum Failpoint: String, CaseIterable, Sendable {
         }
     }
 
-    /// Arms the crash handler's pause if this failpoint is armed with `hold` (see `crashHandler`).
+    /// Arms the crash handler's pause if this failpoint (`crashHandler` or `crashHandlerOwned`) is armed
+    /// with `hold`.
     func armHandlerPause() {
-        guard armed == .hold else { return }
-        _ = Self.handlerPause
-    }
-
-    private static let handlerPause: Void = {
         #if TELEMETRY_BUFFER_FAILPOINTS
-        guard let path = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] else { return }
-        // Never freed: the handler may read it at any time.
-        tb_crash_test_pause(strdup(path), 500)
+        guard armed == .hold, let path = ProcessInfo.processInfo.environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] else { return }
+        // Never freed: the handler may read it at any time (a copy per registration, in tests only).
+        tb_crash_test_pause(strdup(path), 500, self == .crashHandlerOwned ? 1 : 0)
         #endif
-    }()
+    }
 
     /// Whether this failpoint is armed (for a step that is skipped rather than failed).
     var isArmed: Bool { armed != nil }

@@ -68,6 +68,7 @@ final class CrashRegistration: @unchecked Sendable {
         self.memory = memory
 
         Failpoint.crashHandler.armHandlerPause()
+        Failpoint.crashHandlerOwned.armHandlerPause()
         let signals = TB_CRASH_SIGNALS_FATAL | (handleSIGTERM ? TB_CRASH_SIGNALS_TERM : 0)
         let slot: Int32 = Self.live.withLock { live in
             let slot = tb_crash_register(&target)

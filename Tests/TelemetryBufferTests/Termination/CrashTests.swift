@@ -188,6 +188,35 @@ final class CrashTests: XCTestCase {
         try assertRecoveredExactlyOnce(run, count: 60, "closed while crashing")
     }
 
+    /// Two threads crash at once: the second (an abort) reaches the handler after the first (a segv) has
+    /// taken it and before it writes anything (failpoint `crash.handler-owned:hold` pauses it there). The
+    /// second waits for the first's writes: ending the process at once lost every item FlushAll held.
+    func testASecondCrashWaitsForTheThreadThatTookTheHandler() throws {
+        let run = try Demo.run(["crash", "--kind", "abort", "--dir", directory.url.path, "--strategy", "flushAll",
+                                "--after", "60", "--spans", "--max-envelopes", "100000", "--crash-while-crashing"],
+                               failpoint: .crashHandlerOwned, action: .hold, held: directory.url.appendingPathComponent("held"),
+                               backtrace: false)
+        XCTAssertTrue([-SIGSEGV, -SIGABRT].contains(run.status), "\(run.status): \(run.errors.suffix(800))")
+        XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
+        try assertRecoveredExactlyOnce(run, count: 60, "two threads crashing")
+    }
+
+    /// A buffer made after a crash signal the process survived, before the handler is settled (an abort
+    /// is settled a second later, since `abort()` raises it again): the next crash writes its items out
+    /// too. The handler rewrote only the buffers it had written the first time, and lost this one's.
+    func testABufferMadeAfterASurvivedSignalIsWrittenAtTheNextCrash() throws {
+        let second = "https://k2@o1.ingest.example.com/2"
+        let run = try crash("segv", strategy: .flushAll, ["--second-dsn", second, "--survive-then-register"])
+        XCTAssertEqual(run.status, -SIGSEGV, run.errors.suffix(800).description)
+        XCTAssertTrue(run.errors.contains("previous handler returned"), run.errors)
+        XCTAssertEqual(run.lines, (0..<120).map { "ack \($0)" }, "every add acknowledged")
+        XCTAssertEqual(terminationFiles(second), ["detected-termination-0"], "the later buffer's items written out")
+        let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--dsn", second, "--max-envelopes", "100000"])
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        let envelopes = dsnFolder(second).appendingPathComponent("envelopes")
+        XCTAssertEqual(try logBodies(in: envelopes).sorted(), (60..<120).map { "item \($0)" }.sorted())
+    }
+
     #if os(Linux)
     /// An ignored SIGTERM cannot end the process: it is not hooked even when asked. (An ignored fault
     /// still ends it, and so does `abort()`: those are hooked whatever their action.)
