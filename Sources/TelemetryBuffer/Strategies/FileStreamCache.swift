@@ -24,6 +24,9 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private var cacheBytes = 0
     /// `flushing` exists and is not yet published.
     private var pending = false
+    /// A failed append's partial record could not be cut off: `cache` ends in bytes that are no record,
+    /// and nothing may follow them (every scan of the file ends there).
+    private var torn = false
     private var closed = false
     private var ids = ItemIDSequence()
 
@@ -32,7 +35,17 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         self.batcher = batcher
         self.outbox = outbox
         maxRecordBytes = maxBatchBytes
+        // Start-up recovery claimed a `flushing` of ours: one still there is not (a link, a FIFO, someone
+        // else's file), and a rotation would replace it.
+        try Self.checkFlushingIsFree(in: folder)
         fd = try Self.createCache(at: folder.path + "/" + BufferFile.streamCache.name)
+    }
+
+    /// Throws `ForeignFile` if something has the name `flushing`.
+    private static func checkFlushingIsFree(in folder: BufferFolder) throws {
+        guard !folder.contains(BufferFile.streamFlushing.name) else {
+            throw FileSystem.ForeignFile(path: folder.path + "/" + BufferFile.streamFlushing.name)
+        }
     }
 
     deinit { fd.close() }
@@ -60,6 +73,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         fd = descriptor
         tally = BatchTally()
         cacheBytes = 0
+        torn = false
     }
 
     /// `cache` becomes `flushing`; a new `cache` takes the next items. Caller holds the lock.
@@ -72,6 +86,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         let cache = BufferFile.streamCache.name, flushing = BufferFile.streamFlushing.name
         let temporary = "." + cache + ".tmp"
         try Failpoint.streamCacheFails.failIfArmed("open", folder.path + "/" + temporary)
+        try Self.checkFlushingIsFree(in: folder)  // planted since the start: not replaced
         let descriptor = try Self.createCache(at: folder.path + "/" + temporary)
         do {
             try folder.rename(cache, to: flushing)
@@ -96,6 +111,13 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         guard !closed, !tally.isCut(item) else { return .rejected(.bufferOverflow) }
         let size = RecordFraming.recordHeaderSize + item.payload.count
         var rotated = false
+        // After a partial record that stayed: cut it off now, or go on in a new `cache` (the torn one is
+        // published up to it), or refuse while `flushing` still waits.
+        if torn, !cutOffTornRecord() {
+            guard !pending else { return .rejected(.internalSDKError) }
+            do { try rotate() } catch { return .rejected(.internalSDKError) }
+            rotated = true
+        }
         if cacheBytes + size > maxRecordBytes || !tally.hasRoom(for: item.category) {
             guard !pending, cacheBytes > 0 else {
                 tally.overflowed(item)
@@ -111,14 +133,28 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
             return writeRecord(header: UnsafeRawBufferPointer(header), payload: item.payload)
         }
         guard written else {
-            // A partial record would end every later scan of the file: cut it off.
-            _ = ftruncate(fd.rawValue, off_t(RecordFraming.headerSize + cacheBytes))
+            // A partial record would end every later scan of the file: cut it off (or before the next append).
+            torn = true
+            _ = cutOffTornRecord()
             return .rejected(.internalSDKError)
         }
         let wasEmpty = cacheBytes == 0
         cacheBytes += size
         let limitReached = tally.count(item.category, maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
         return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
+    }
+
+    /// Truncates `cache` to its records after a partial one; whether it did (then it is not `torn`).
+    /// Caller holds the lock.
+    private func cutOffTornRecord() -> Bool {
+        do {
+            try Failpoint.streamTruncateFails.failIfArmed("ftruncate", folder.path + "/" + BufferFile.streamCache.name)
+            guard ftruncate(fd.rawValue, off_t(RecordFraming.headerSize + cacheBytes)) == 0 else { return false }
+        } catch {
+            return false
+        }
+        torn = false
+        return true
     }
 
     /// One `writev` of header and payload, continuing after short writes.

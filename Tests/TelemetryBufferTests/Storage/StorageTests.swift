@@ -401,6 +401,45 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["one", "two"])
     }
 
+    /// An append torn part-way (a real one: the file size limit, RLIMIT_FSIZE, stops the `writev` in the
+    /// record) whose partial record cannot be cut off (failpoint `stream.truncate-fails`, as `ftruncate`
+    /// failing on a network file system): no later record may follow those bytes, where every scan
+    /// stops. Once, the next append cuts them off; twice, it goes on in a new `cache`. Either way every
+    /// acknowledged item arrives once. (Later records were appended after the torn bytes, and lost.)
+    func testARecordTornWhereItCannotBeCutOffIsNeverFollowed() throws {
+        for failures in [1, 2] {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let buffer = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = .fileStreamCache })
+            XCTAssertTrue(buffer.add(log: .test("before")))
+            let cache = buffer.directory.appendingPathComponent("telemetry-buffer/cache").path
+            var status = stat()
+            XCTAssertEqual(stat(cache, &status), 0)
+            // A limit 40 bytes past the file's end: the record's header goes, its payload does not.
+            var previous = rlimit(), limit = rlimit()
+            XCTAssertEqual(getrlimit(Self.fileSizeLimit, &previous), 0)
+            limit.rlim_cur = rlim_t(status.st_size + 40)
+            limit.rlim_max = previous.rlim_max
+            let ignoring = signal(SIGXFSZ, SIG_IGN)
+            Failpoint.streamTruncateFails.failNext(failures)
+            XCTAssertEqual(setrlimit(Self.fileSizeLimit, &limit), 0)
+            let torn = buffer.add(log: .test("torn " + String(repeating: "t", count: 200)))
+            XCTAssertEqual(setrlimit(Self.fileSizeLimit, &previous), 0)
+            signal(SIGXFSZ, ignoring)
+            XCTAssertFalse(torn, "the torn append is refused")
+            XCTAssertTrue(buffer.add(log: .test("after")), "\(failures)")
+            buffer.flush()
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["before", "after"], "\(failures)")
+            buffer.close()
+        }
+    }
+
+    #if canImport(Glibc)
+    private static let fileSizeLimit = __rlimit_resource_t(RLIMIT_FSIZE.rawValue)
+    #else
+    private static let fileSizeLimit = RLIMIT_FSIZE
+    #endif
+
     func testTheRolesSwapManyTimesWithoutLossOrDuplicates() throws {
         for strategy in [Options.Strategy.doubleRotatingBuffer, .fileStreamCache] {
             let folder = try TemporaryDirectory()
