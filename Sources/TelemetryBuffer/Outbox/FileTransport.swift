@@ -75,6 +75,8 @@ extension TelemetryBuffer {
             var expired: [String] = []
             for name in entries {
                 if name.hasPrefix("."), name.hasSuffix(Self.temporarySuffix) {
+                    // Ours only: a link or someone else's file under such a name is left alone.
+                    guard FileSystem.isOurs(name, in: directoryFD) else { continue }
                     try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
                 } else if name.hasSuffix(Self.fileExtension) {
                     let path = directory.appendingPathComponent(name).path

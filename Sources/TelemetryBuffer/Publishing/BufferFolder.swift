@@ -32,7 +32,9 @@ final class BufferFolder: @unchecked Sendable {
         fd = try FileSystem.openDirectory(URL(fileURLWithPath: path, isDirectory: true))
         nextEnvelope = 0
         let names = try names()
-        for name in names where name.hasSuffix(Self.temporarySuffix) {
+        // What interrupted atomic writes left (`.<name>.tmp`): ours only, a link or someone else's file
+        // under such a name is left alone.
+        for name in names where name.hasPrefix(".") && name.hasSuffix(Self.temporarySuffix) && FileSystem.isOurs(name, in: fd) {
             try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
         }
         nextEnvelope = names.compactMap { BufferFile(name: $0)?.stagedIndex }.max().map { $0 + 1 } ?? 0
@@ -59,6 +61,12 @@ final class BufferFolder: @unchecked Sendable {
     func stagedEnvelopes() throws -> [(index: UInt64, name: String)] {
         try names().compactMap { name in BufferFile(name: name)?.stagedIndex.map { ($0, name) } }
             .filter { FileSystem.isOurs($0.name, in: fd) }.sorted { $0.index < $1.index }
+    }
+
+    /// Whether the folder has an entry `name`, of any kind (a link is not followed).
+    func contains(_ name: String) -> Bool {
+        var status = stat()
+        return fstatat(fd.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0
     }
 
     /// Whether `name` is a regular file of ours (see `FileSystem.isOurs`).

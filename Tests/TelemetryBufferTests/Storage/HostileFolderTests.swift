@@ -35,12 +35,14 @@ final class HostileFolderTests: XCTestCase {
         XCTAssertEqual(stored.stats().stored["log"]?.items, Int.max)
     }
 
-    /// A FIFO or link where a strategy's own file goes (a list, the stream cache) is neither opened,
-    /// followed nor moved: the buffer does not start, and says which file is in the way.
+    /// A FIFO or link where a strategy's own file goes (a list, the stream cache, the file it rotates
+    /// into) is neither opened, followed nor moved: the buffer does not start, and says which file is in
+    /// the way. (A FIFO named `flushing` was replaced by the stream cache's first rotation.)
     func testAForeignFileWhereTheBufferKeepsItsItemsFailsStartClearly() throws {
         let buffer = dsnFolder.appendingPathComponent(BufferFolder.name)
         for (strategy, name) in [(Options.Strategy.doubleRotatingBuffer, BufferFile.crashSafeList(1).name),
-                                 (.fileStreamCache, BufferFile.streamCache.name)] {
+                                 (.fileStreamCache, BufferFile.streamCache.name),
+                                 (.fileStreamCache, BufferFile.streamFlushing.name)] {
             try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
             let planted = buffer.appendingPathComponent(name)
             XCTAssertEqual(mkfifo(planted.path, 0o600), 0)
@@ -113,11 +115,13 @@ final class HostileFolderTests: XCTestCase {
 
     /// Symbolic links and FIFOs with the names of buffer files: nothing is written through a link (a
     /// planted `boot → victim` truncated and overwrote the victim), nothing blocks on a FIFO (one named
-    /// `boot` hung the background queue, and with it `flush()` and `close()`), and every item still arrives.
+    /// `boot` hung the background queue, and with it `flush()` and `close()`), a link under a temporary
+    /// file's name is not swept away as a leftover, and every item still arrives.
     func testLinksAndFIFOsWithBufferFileNamesAreLeftAlone() throws {
         let victim = directory.url.appendingPathComponent("victim")
         try Data("precious".utf8).write(to: victim)
-        for (name, planted) in [("boot", "link"), ("boot", "fifo"), ("envelope-7", "link"), ("flushing", "fifo")] {
+        for (name, planted) in [("boot", "link"), ("boot", "fifo"), ("envelope-7", "link"), ("flushing", "fifo"),
+                                ("." + BufferFile.crashSafeList(1).name + ".tmp", "link")] {
             let folder = dsnFolder.appendingPathComponent("telemetry-buffer")
             try? FileManager.default.removeItem(at: dsnFolder)
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
