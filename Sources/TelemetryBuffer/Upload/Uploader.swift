@@ -202,7 +202,7 @@ final class Uploader: @unchecked Sendable {
                 limitedUntil = min(limitedUntil ?? until, until)
                 continue
             }
-            return send(url, bytes, now: now)
+            return send(url, bytes, categories: categories, now: now)
         }
         if let limitedUntil {
             set(.rateLimited(until: limitedUntil))
@@ -212,7 +212,7 @@ final class Uploader: @unchecked Sendable {
         }
     }
 
-    private func send(_ url: URL, _ bytes: [UInt8], now: Date) {
+    private func send(_ url: URL, _ bytes: [UInt8], categories: [RateLimits.Category], now: Date) {
         // Checked and entered under the holds' lock: a hold that returned before this point stops the
         // request, one that comes later finds it under way.
         let free = holds.withLock { holds in
@@ -240,7 +240,7 @@ final class Uploader: @unchecked Sendable {
         // and a client that never calls back stalls only the upload, not the buffer.
         client.send(request) { [self] outcome in
             queue.async {
-                self.finish(url, report: report, outcome)
+                self.finish(url, categories: categories, report: report, outcome)
                 self.requests.leave()
             }
         }
@@ -248,7 +248,8 @@ final class Uploader: @unchecked Sendable {
 
     /// What a response (or a network error) means for the envelope `url`; after `close()`, only what
     /// concerns the file and the counts is done, and the state stays `disabled`.
-    private func finish(_ url: URL, report: ClientReport?, _ outcome: Result<HTTPResponse, any Error>) {
+    private func finish(_ url: URL, categories: [RateLimits.Category], report: ClientReport?,
+                        _ outcome: Result<HTTPResponse, any Error>) {
         dispatchPrecondition(condition: .onQueue(queue))
         // Once a delivered envelope is removed, not before: an eviction in between would count it dropped.
         defer { files.endUpload() }
@@ -275,6 +276,7 @@ final class Uploader: @unchecked Sendable {
                 retryLater(report)
             case 429:
                 restore(report)
+                limits.holdAfter429(categories, retryAfter: response.headers["retry-after"], now: clock.now())
                 next()
             case 401, 403:
                 restore(report)

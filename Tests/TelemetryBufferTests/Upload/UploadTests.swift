@@ -290,6 +290,36 @@ final class UploadTests: XCTestCase {
         XCTAssertTrue(buffer.add(log: .test("accepted again")))
     }
 
+    /// A 429 whose `X-Sentry-Rate-Limits` limits none of the envelope's categories (here another
+    /// category; `log_byte`, a 0 s limit or garbage did the same): the envelope is kept, so it waits as
+    /// after a bare 429 (60 s, every category) instead of going again at the queue's pace of 0.1 s, which
+    /// sent it ten times a second for as long as the server answered so.
+    func testA429ThatLimitsNoneOfTheEnvelopesCategoriesStillHoldsIt() throws {
+        for header in ["60:transaction:key", "60:log_byte:organization", "0::organization", "garbage"] {
+            let server = try server(TestServer.sequence([.respond(429, headers: ["X-Sentry-Rate-Limits": header])]))
+            defer { server.stop() }
+            let clock = ManualClock()
+            let buffer = try buffer(server) { $0.clock = clock }
+            buffer.add(log: .test("limited"))
+            buffer.flush()
+            eventually {
+                clock.advance(by: 0.001)
+                return server.requests.withLock { $0.count } >= 1 && buffer.stats().upload != .sending
+            }
+            // Thirty times the pacing, a millisecond at a time: nothing goes again.
+            for _ in 0..<30 {
+                clock.advance(by: 0.1)
+                buffer.waitForBackgroundWork()
+            }
+            XCTAssertEqual(server.requests.withLock { $0.count }, 1, "\(header): not resent at the queue's pace")
+            guard case .rateLimited(let until) = buffer.stats().upload else { XCTFail("\(header): \(buffer.stats().upload)"); continue }
+            clock.advance(by: until.timeIntervalSince(clock.now()))
+            eventually { stored(buffer) == 0 }
+            XCTAssertEqual(server.requests.withLock { $0.count }, 2, header)
+            buffer.close()
+        }
+    }
+
     func testRetryAfterOnA429DelaysEverything() throws {
         let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "0.05"])]))
         defer { server.stop() }
