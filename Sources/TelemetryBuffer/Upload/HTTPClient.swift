@@ -75,7 +75,7 @@ extension TelemetryBuffer {
             urlRequest.httpMethod = "POST"
             for header in request.headers { urlRequest.setValue(header.value, forHTTPHeaderField: header.name) }
             urlRequest.httpBody = Data(request.body)
-            session.dataTask(with: urlRequest) { _, response, error in
+            let task = session.dataTask(with: urlRequest) { _, response, error in
                 if let error { return completion(.failure(error)) }
                 guard let http = response as? HTTPURLResponse else {
                     return completion(.failure(URLError(.badServerResponse)))
@@ -83,7 +83,12 @@ extension TelemetryBuffer {
                 var headers: [String: String] = [:]
                 for (name, value) in http.allHeaderFields { headers["\(name)".lowercased()] = "\(value)" }
                 completion(.success(HTTPResponse(status: http.statusCode, headers: headers)))
-            }.resume()
+            }
+            task.resume()
+            // The whole request within its timeout: FoundationNetworking restarts the timeout at every byte
+            // it receives and enforces no overall one, so a server dripping its answer held the request for
+            // as long as it dripped. (Cancelling a finished task does nothing.)
+            DispatchQueue.global().asyncAfter(deadline: .now() + request.timeout) { [weak task] in task?.cancel() }
         }
     }
 }

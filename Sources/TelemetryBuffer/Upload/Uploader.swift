@@ -236,14 +236,28 @@ final class Uploader: @unchecked Sendable {
             request.headers.append(("Content-Encoding", "gzip"))
         }
         volume.withLock { $0.sent += request.body.count; $0.saved += size - request.body.count }
-        // The queue does not wait for the response: `close()` waits for a request under way only so long,
-        // and a client that never calls back stalls only the upload, not the buffer.
-        client.send(request) { [self] outcome in
+        // The queue does not wait for the response: `close()` waits for a request under way only so long.
+        // The first answer counts: the client's, or after `requestTimeout` and a grace the watchdog's (a
+        // client that never calls back would hold the uploader for good; one that calls back twice would
+        // leave the request group twice).
+        let answered = Locked(false)
+        let answer: @Sendable (Result<HTTPResponse, any Error>) -> Void = { [self] outcome in
+            guard answered.withLock({ done in defer { done = true }; return !done }) else { return }
             queue.async {
                 self.finish(url, categories: categories, report: report, outcome)
                 self.requests.leave()
             }
         }
+        client.send(request, completion: answer)
+        queue.asyncAfter(deadline: .now() + options.requestTimeout + Self.answerGrace) { answer(.failure(NoAnswer())) }
+    }
+
+    /// Seconds past `requestTimeout` after which a request the client has not answered counts as failed.
+    private static let answerGrace = 5.0
+
+    /// The HTTP client did not answer within `requestTimeout` and a grace.
+    private struct NoAnswer: Error, CustomStringConvertible {
+        var description: String { "the HTTP client did not answer in time" }
     }
 
     /// What a response (or a network error) means for the envelope `url`; after `close()`, only what

@@ -60,6 +60,30 @@ final class CallbackTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept"], "not acknowledged: still on disk")
     }
 
+    /// An HTTP client that never answers its first request and answers every later one twice: the first
+    /// counts as failed once `requestTimeout` and a grace have passed (it held the uploader for good), the
+    /// envelope goes again, and the second answers count once (two would leave the request group twice, a
+    /// crash).
+    func testAClientThatNeverAnswersOrAnswersTwiceNeitherHoldsNorBreaksTheUploader() throws {
+        let client = UnreliableClient()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.dsn = "http://k@127.0.0.1:1/1"
+            $0.upload = true
+            $0.httpClient = client
+            $0.uploadOptions.requestTimeout = 0.2
+            $0.uploadOptions.backoffBase = 0.01
+        })
+        buffer.add(log: .test("delivered"))
+        buffer.flush()
+        try eventually { try logBodies(in: buffer.envelopesDirectory).isEmpty }
+        XCTAssertEqual(client.requests.withLock { $0 }, 2, "sent again once the first went unanswered")
+        buffer.add(log: .test("after"))
+        buffer.flush()
+        try eventually { try logBodies(in: buffer.envelopesDirectory).isEmpty }
+        XCTAssertEqual(client.requests.withLock { $0 }, 3)
+        buffer.close()
+    }
+
     /// A custom transport's `send` that reads `recovery` while the start hands it what an earlier buffer
     /// staged: recovery is done by then (it waited for the hand-over, and a `send` on the queue that waited
     /// for it would never return).
@@ -93,6 +117,16 @@ final class CallbackTests: XCTestCase {
         second.flush()
         XCTAssertEqual(transport.readable.withLock { $0 }, [true], "one recovered envelope; recovery readable while it was taken")
         second.close()
+    }
+}
+
+/// An HTTP client that never answers its first request, and answers each later one with 200 twice.
+private final class UnreliableClient: HTTPClient, @unchecked Sendable {
+    let requests = Locked(0)
+    func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) {
+        guard requests.withLock({ count in count += 1; return count }) > 1 else { return }
+        completion(.success(HTTPResponse(status: 200, headers: [:])))
+        completion(.success(HTTPResponse(status: 200, headers: [:])))
     }
 }
 

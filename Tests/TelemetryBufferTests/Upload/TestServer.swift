@@ -28,6 +28,9 @@ final class TestServer: @unchecked Sendable {
         case resetMidBody
         /// Answer nothing, and close after `seconds`.
         case hang(seconds: Double)
+        /// A 200 whose body never ends: a byte every `interval` seconds for at most `seconds`, until the
+        /// client goes away.
+        case drip(interval: Double, seconds: Double)
     }
 
     /// A script that gives `answers` in order, then `last` to every later request.
@@ -124,6 +127,12 @@ final class TestServer: @unchecked Sendable {
             break
         case .hang(let seconds):
             usleep(useconds_t(seconds * 1_000_000))
+        case .drip(let interval, let seconds):
+            write(connection, "HTTP/1.1 200 Scripted\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n")
+            for _ in 0..<Int(seconds / interval) {
+                usleep(useconds_t(interval * 1_000_000))
+                guard send(connection, "x", 1, Int32(MSG_NOSIGNAL)) == 1 else { break }
+            }
         }
     }
 

@@ -379,6 +379,21 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// A server that answers 200 and then drips its body a byte at a time (FoundationNetworking restarts
+    /// its timeout at every byte and enforces no overall one): the request still ends at `requestTimeout`,
+    /// as a network error, and the envelope goes again. It held the uploader for as long as the drip
+    /// lasted (here 120 s, past the test's deadline).
+    func testAServerThatDripsItsAnswerTimesOut() throws {
+        let server = try server(TestServer.sequence([.drip(interval: 0.2, seconds: 120)]))
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 1 }
+        buffer.add(log: .test("dripped"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 }
+        XCTAssertGreaterThanOrEqual(server.requests.withLock { $0.count }, 2, "timed out, then sent again")
+        buffer.close()
+    }
+
     func testAServerThatIsDownThenUpLosesNothing() throws {
         let server = try server()
         server.stop()
