@@ -80,6 +80,13 @@ extension TelemetryBuffer {
                 guard let http = response as? HTTPURLResponse else {
                     return completion(.failure(URLError(.badServerResponse)))
                 }
+                // A redirect was followed (a captive portal's 302, an http → https move): it turned the POST
+                // into a GET that another page answered, so this is no answer from Sentry but a network
+                // error, tried again later. (Refusing it takes a session delegate, with which
+                // FoundationNetworking stopped sending after a 429.)
+                if let answered = http.url, answered.absoluteString != request.url.absoluteString {
+                    return completion(.failure(Redirected(to: answered)))
+                }
                 var headers: [String: String] = [:]
                 for (name, value) in http.allHeaderFields { headers["\(name)".lowercased()] = "\(value)" }
                 completion(.success(HTTPResponse(status: http.statusCode, headers: headers)))
@@ -91,6 +98,12 @@ extension TelemetryBuffer {
             DispatchQueue.global().asyncAfter(deadline: .now() + request.timeout) { [weak task] in task?.cancel() }
         }
     }
+}
+
+/// The default client's request ended at another address than it was sent to.
+private struct Redirected: Error, CustomStringConvertible {
+    var to: URL
+    var description: String { "redirected to \(to.absoluteString); not an answer from Sentry" }
 }
 
 /// `TelemetryBuffer.HTTPRequest`: the module and its main class share a name, so the qualified form

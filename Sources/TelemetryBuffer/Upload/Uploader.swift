@@ -286,7 +286,8 @@ final class Uploader: @unchecked Sendable {
                 files.remove(url)
                 failures = 0
                 next()
-            case 408, 500..<600:
+            case 300..<400, 408, 500..<600:
+                // A 3xx: a redirect (a captive portal, say) the client did not follow, not an answer from Sentry.
                 retryLater(report)
             case 429:
                 restore(report)

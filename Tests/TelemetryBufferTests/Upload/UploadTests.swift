@@ -394,6 +394,25 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// A redirect to another server (a captive portal's 302): the envelope is not taken as delivered by
+    /// the portal's answer to the GET that the redirect made of the POST (it was deleted so, and lost); it
+    /// goes again, and arrives.
+    func testARedirectIsNoDeliveryAndTheEnvelopeGoesAgain() throws {
+        let portal = try TestServer()
+        defer { portal.stop() }
+        let server = try server { _, index in
+            index == 0 ? .respond(302, headers: ["Location": "http://127.0.0.1:\(portal.port)/portal"]) : .respond(200)
+        }
+        defer { server.stop() }
+        let buffer = try buffer(server)
+        buffer.add(log: .test("kept through the redirect"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 }
+        guard server.requests.withLock({ $0.count }) == 2 else { return XCTFail("taken as delivered: sent once") }
+        XCTAssertEqual(try bodies(server, [1]).flatMap(\.elements).compactMap { $0["body"] as? String }, ["kept through the redirect"])
+        buffer.close()
+    }
+
     func testAServerThatIsDownThenUpLosesNothing() throws {
         let server = try server()
         server.stop()
