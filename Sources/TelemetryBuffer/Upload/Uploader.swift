@@ -134,17 +134,22 @@ final class Uploader: @unchecked Sendable {
         }
     }
 
-    /// Sends the next envelope after `seconds`, replacing any wake-up scheduled before.
+    /// Sends the next envelope after `seconds`, replacing any wake-up scheduled before. At most an hour
+    /// ahead (then it looks again): a replaced wake-up is not cancelled, only ignored, and one that never
+    /// came (a limit of 1e20 s) kept its timer, and this uploader, for good, one per envelope stored.
     private func schedule(after seconds: Double) {
         wake &+= 1
         pacingPending = false
         let token = wake
-        clock.after(seconds, on: queue) { [self] in
-            guard token == wake else { return }
-            pacingPending = false
-            sendNext()
+        clock.after(min(seconds, Self.longestWait), on: queue) { [weak self] in
+            guard let self, token == self.wake else { return }
+            self.pacingPending = false
+            self.sendNext()
         }
     }
+
+    /// The longest a scheduled wake-up waits.
+    private static let longestWait = 3600.0
 
     private func set(_ state: UploadState) { current.withLock { $0 = state } }
 

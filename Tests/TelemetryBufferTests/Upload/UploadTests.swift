@@ -261,6 +261,39 @@ final class UploadTests: XCTestCase {
         eventually { server.requests.withLock { $0.count } == 2 }
     }
 
+    /// On a clock moved by hand: under a limit on logs no deadline can hold (1e20 s), each span envelope
+    /// sent leaves the uploader waiting for the log envelope again; those waits end within an hour
+    /// instead of never (each kept a timer, and the uploader, for good: one more per envelope sent).
+    func testWaitsForALimitWithoutEndDoNotPileUp() throws {
+        let server = try server { request, _ in
+            String(decoding: request.body, as: UTF8.self).contains("\"type\":\"log\"")
+                ? .respond(429, headers: ["X-Sentry-Rate-Limits": "1e20:log_item:organization"]) : .respond(200)
+        }
+        defer { server.stop() }
+        let clock = ManualClock()
+        let buffer = try buffer(server) { $0.clock = clock }
+        defer { buffer.close() }
+        buffer.add(log: .test("limited"))
+        buffer.flush()
+        eventually {
+            clock.advance(by: 0.001)
+            if case .rateLimited = buffer.stats().upload { return true } else { return false }
+        }
+        for index in 0..<10 {
+            buffer.add(span: .test("span \(index)", trace: TraceID(high: 1, low: UInt64(index) + 1)))
+            buffer.flush()
+            eventually {
+                clock.advance(by: 0.001)
+                guard case .rateLimited = buffer.stats().upload else { return false }
+                return server.requests.withLock { $0.count } == index + 2
+            }
+        }
+        clock.advance(by: 3600)
+        buffer.waitForBackgroundWork()
+        XCTAssertLessThanOrEqual(clock.pendingCount, 2, "the waits end within the hour")
+        XCTAssertEqual(stored(buffer), 1, "the log envelope still waits")
+    }
+
     /// On a clock moved by hand: a 429 with `Retry-After: 60` holds every category for exactly 60 s.
     func testRetryAfterIsWaitedOutExactlyOnTheClock() throws {
         let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "60"])]))
