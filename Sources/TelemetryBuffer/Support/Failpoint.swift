@@ -9,7 +9,8 @@ import Foundation
 /// null-pointer write (`segv`: the crash handler runs in the middle of the step), or the thread stops there
 /// for good after creating the file named by `TELEMETRY_BUFFER_FAILPOINT_HELD` (`hold`: another thread
 /// can crash while the step is held). `failIfArmed` makes its step fail each time instead. Without the
-/// variable, each step costs one check of an empty dictionary. They are on background paths only, never in `add`.
+/// variable, each step costs one check of an empty dictionary. They are on background paths, and in
+/// `add` only after a failed write (FileStreamCache), never on its way to success.
 enum Failpoint: String, CaseIterable, Sendable {
     /// A buffer file (a list, `flushing`, `recovered`) is marked `publishing`; no envelope is staged yet.
     case publishMarked = "publish.marked"
