@@ -303,32 +303,43 @@ static int writing_elsewhere(void) {
 
 static void handle(int signal, siginfo_t *info, void *context) {
     int saved_errno = errno;
-    uintptr_t self = (uintptr_t)pthread_self(), expected = 0;
+    uintptr_t self = (uintptr_t)pthread_self();
     if (tb_in_forked_child()) {
         // The parent's folder and lists: not ours to write.
         chain(signal, info, context);
         errno = saved_errno;
         return;
     }
-    // Settling (undoing an earlier survived signal) on another thread: let it finish, then write afresh.
     struct timespec pause = { 0, 1000000 };
-    for (int waited = 0; waited < 2000 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == SETTLING; waited++) nanosleep(&pause, NULL);
-    int returned = RETURNED;
-    if (__atomic_compare_exchange_n(&owner, &expected, self, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        pause_for_test(1);
-        write_and_chain(signal, info, context, 0);
-    } else if (__atomic_compare_exchange_n(&phase, &returned, WRITING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        // An earlier signal's files, not settled yet: the claims still refuse new items, but an append
-        // cut short by that signal may have finished since, so they are written again.
-        __atomic_store_n(&owner, self, __ATOMIC_RELEASE);
-        write_and_chain(signal, info, context, 1);
-    } else {
+    // Twice at most: a settle on another thread (undoing an earlier survived signal) can start between the
+    // wait for it and the compare-and-swaps below, which then both fail; once it is done, this one writes
+    // afresh rather than end the process unwritten.
+    for (int attempt = 0; attempt < 2; attempt++) {
+        for (int waited = 0; waited < 2000 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == SETTLING; waited++) nanosleep(&pause, NULL);
+        uintptr_t expected = 0;
+        int returned = RETURNED;
+        if (__atomic_compare_exchange_n(&owner, &expected, self, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            pause_for_test(1);
+            write_and_chain(signal, info, context, 0);
+            break;
+        }
+        if (__atomic_compare_exchange_n(&phase, &returned, WRITING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            // An earlier signal's files, not settled yet: the claims still refuse new items, but an append
+            // cut short by that signal may have finished since, so they are written again.
+            __atomic_store_n(&owner, self, __ATOMIC_RELEASE);
+            write_and_chain(signal, info, context, 1);
+            break;
+        }
         if (expected != self) {
-            // Another thread owns the handler and is about to write, or writing: let it finish (at most
-            // 10 s) before this one ends the process, which would lose what that one has not written yet.
-            for (int waited = 0; waited < 10000 && writing_elsewhere(); waited++) nanosleep(&pause, NULL);
+            // Another thread owns the handler and is about to write, or writing, or settling: let it finish
+            // (at most 10 s) before this one ends the process, which would lose what it has not written.
+            for (int waited = 0; waited < 10000 && (writing_elsewhere() || __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == SETTLING); waited++) {
+                nanosleep(&pause, NULL);
+            }
+            if (attempt == 0 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == IDLE && __atomic_load_n(&owner, __ATOMIC_ACQUIRE) == 0) continue;
         }
         chain(signal, info, context);
+        break;
     }
     errno = saved_errno;
 }
