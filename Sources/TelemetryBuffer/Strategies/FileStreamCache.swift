@@ -35,16 +35,18 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         self.batcher = batcher
         self.outbox = outbox
         maxRecordBytes = maxBatchBytes
-        // Start-up recovery claimed a `flushing` of ours: one still there is not (a link, a FIFO, someone
-        // else's file), and a rotation would replace it.
+        // A link, a FIFO or someone else's file named `flushing` would be replaced by a rotation.
         try Self.checkFlushingIsFree(in: folder)
         fd = try Self.createCache(at: folder.path + "/" + BufferFile.streamCache.name)
     }
 
-    /// Throws `ForeignFile` if something has the name `flushing`.
+    /// Throws `ForeignFile` if something not ours has the name `flushing`. (A file of ours there is a
+    /// published one whose removal failed: its marker says `captured`, and the rotation replaces it.
+    /// Start-up recovery claims, so renames, one that was not.)
     private static func checkFlushingIsFree(in folder: BufferFolder) throws {
-        guard !folder.contains(BufferFile.streamFlushing.name) else {
-            throw FileSystem.ForeignFile(path: folder.path + "/" + BufferFile.streamFlushing.name)
+        let name = BufferFile.streamFlushing.name
+        guard !folder.contains(name) || folder.isOurs(name) else {
+            throw FileSystem.ForeignFile(path: folder.path + "/" + name)
         }
     }
 

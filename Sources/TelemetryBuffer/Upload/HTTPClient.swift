@@ -84,7 +84,7 @@ extension TelemetryBuffer {
                 // into a GET that another page answered, so this is no answer from Sentry but a network
                 // error, tried again later. (Refusing it takes a session delegate, with which
                 // FoundationNetworking stopped sending after a 429.)
-                if let answered = http.url, answered.absoluteString != request.url.absoluteString {
+                if let answered = http.url, !Redirected.sameEndpoint(answered, request.url) {
                     return completion(.failure(Redirected(to: answered)))
                 }
                 var headers: [String: String] = [:]
@@ -101,9 +101,19 @@ extension TelemetryBuffer {
 }
 
 /// The default client's request ended at another address than it was sent to.
-private struct Redirected: Error, CustomStringConvertible {
+struct Redirected: Error, CustomStringConvertible {
     var to: URL
     var description: String { "redirected to \(to.absoluteString); not an answer from Sentry" }
+
+    /// Whether two URLs name the same endpoint: scheme and host compared without regard to case (a
+    /// system may canonicalise them), the port with the scheme's default filled in, and the path.
+    static func sameEndpoint(_ first: URL, _ second: URL) -> Bool {
+        func key(_ url: URL) -> (String, String, Int?, String) {
+            let scheme = url.scheme?.lowercased() ?? ""
+            return (scheme, url.host?.lowercased() ?? "", url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : nil), url.path)
+        }
+        return key(first) == key(second)
+    }
 }
 
 /// `TelemetryBuffer.HTTPRequest`: the module and its main class share a name, so the qualified form

@@ -85,12 +85,15 @@ final class RateLimits: @unchecked Sendable {
         }
     }
 
-    /// After a 429 that limits none of `categories` (its header names only others, or 0 s): every
-    /// category waits as after a bare 429 (`Retry-After`, else 60 s), at least a second. The uploader
-    /// keeps such an envelope, which would otherwise go again at once, and again.
+    /// After a 429 that limits none of the envelope's `categories` (its header names only others, or
+    /// 0 s): they wait as after a bare 429 (`Retry-After`, else 60 s), at least a second; other categories
+    /// go on (a client report's `all` counts only in an envelope of nothing else). The uploader keeps such
+    /// an envelope, which would otherwise go again at once, and again.
     func holdAfter429(_ categories: [Category], retryAfter: String?, now: Date = Date()) {
         guard !categories.contains(where: { limitedUntil($0, now: now) != nil }) else { return }
-        extend(.all, by: max(1, retryAfter.flatMap { Self.seconds(retryAfter: $0, now: now) } ?? 60), now: now)
+        let own = Set(categories.filter { $0 != .all })
+        let seconds = max(1, retryAfter.flatMap { Self.seconds(retryAfter: $0, now: now) } ?? 60)
+        for category in own.isEmpty ? [.all] : own { extend(category, by: seconds, now: now) }
     }
 
     private func extend(_ category: Category, by seconds: Double, now: Date) {

@@ -134,22 +134,22 @@ final class Uploader: @unchecked Sendable {
         }
     }
 
-    /// Sends the next envelope after `seconds`, replacing any wake-up scheduled before. At most an hour
-    /// ahead (then it looks again): a replaced wake-up is not cancelled, only ignored, and one that never
-    /// came (a limit of 1e20 s) kept its timer, and this uploader, for good, one per envelope stored.
+    /// Sends the next envelope after `seconds`, replacing any wake-up scheduled before (which is not
+    /// cancelled, only ignored; it holds the uploader weakly).
     private func schedule(after seconds: Double) {
         wake &+= 1
         pacingPending = false
         let token = wake
-        clock.after(min(seconds, Self.longestWait), on: queue) { [weak self] in
+        clock.after(seconds, on: queue) { [weak self] in
             guard let self, token == self.wake else { return }
             self.pacingPending = false
             self.sendNext()
         }
     }
 
-    /// The longest a scheduled wake-up waits.
-    private static let longestWait = 3600.0
+    /// The longest a rate-limit wait is scheduled ahead (then the uploader looks again): a wait that never
+    /// came (a limit of 1e20 s) kept its timer, and the uploader, for good, one per envelope stored.
+    private static let longestRateLimitWait = 3600.0
 
     private func set(_ state: UploadState) { current.withLock { $0 = state } }
 
@@ -211,7 +211,7 @@ final class Uploader: @unchecked Sendable {
         }
         if let limitedUntil {
             set(.rateLimited(until: limitedUntil))
-            schedule(after: limitedUntil.timeIntervalSince(now))
+            schedule(after: min(limitedUntil.timeIntervalSince(now), Self.longestRateLimitWait))
         } else {
             set(.idle)
         }
@@ -280,7 +280,8 @@ final class Uploader: @unchecked Sendable {
         let name = url.lastPathComponent
         switch outcome {
         case .failure(let error):
-            diagnostics.log(.info, "upload: \(name) → network error: \(error)")
+            // A redirect is worth a warning: a DSN behind a permanent one never delivers.
+            diagnostics.log(error is Redirected ? .warning : .info, "upload: \(name) → network error: \(error)")
             retryLater(report)
         case .success(let response):
             diagnostics.log(.info, "upload: \(name) → \(response.status)")

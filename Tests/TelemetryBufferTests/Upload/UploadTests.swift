@@ -346,9 +346,12 @@ final class UploadTests: XCTestCase {
             }
             XCTAssertEqual(server.requests.withLock { $0.count }, 1, "\(header): not resent at the queue's pace")
             guard case .rateLimited(let until) = buffer.stats().upload else { XCTFail("\(header): \(buffer.stats().upload)"); continue }
+            XCTAssertFalse(buffer.add(log: .test("held")), header)
+            XCTAssertTrue(buffer.add(span: .test("not held", trace: TraceID(high: 5, low: 5))), "\(header): only the envelope's categories wait")
             clock.advance(by: until.timeIntervalSince(clock.now()))
             eventually { stored(buffer) == 0 }
-            XCTAssertEqual(server.requests.withLock { $0.count }, 2, header)
+            let logRequests = server.requests.withLock { $0.filter { String(decoding: $0.body, as: UTF8.self).contains("\"type\":\"log\"") } }
+            XCTAssertEqual(logRequests.count, 2, header)
             buffer.close()
         }
     }
@@ -444,6 +447,19 @@ final class UploadTests: XCTestCase {
         guard server.requests.withLock({ $0.count }) == 2 else { return XCTFail("taken as delivered: sent once") }
         XCTAssertEqual(try bodies(server, [1]).flatMap(\.elements).compactMap { $0["body"] as? String }, ["kept through the redirect"])
         buffer.close()
+    }
+
+    /// What counts as the same endpoint when the default client compares a response's URL with its
+    /// request's: a system may canonicalise scheme and host case, and fill in the default port.
+    func testARedirectIsToldFromACanonicalisedURL() throws {
+        func same(_ first: String, _ second: String) throws -> Bool {
+            Redirected.sameEndpoint(try XCTUnwrap(URL(string: first)), try XCTUnwrap(URL(string: second)))
+        }
+        XCTAssertTrue(try same("https://Sentry.Example.com/api/1/envelope/", "HTTPS://sentry.example.com:443/api/1/envelope/"))
+        XCTAssertTrue(try same("http://[::1]:9000/api/1/envelope/", "http://[::1]:9000/api/1/envelope/"))
+        XCTAssertFalse(try same("http://sentry.example.com/api/1/envelope/", "https://sentry.example.com/api/1/envelope/"))
+        XCTAssertFalse(try same("https://sentry.example.com/api/1/envelope/", "https://portal.example.net/login"))
+        XCTAssertFalse(try same("https://sentry.example.com/api/1/envelope/", "https://sentry.example.com:8443/api/1/envelope/"))
     }
 
     func testAServerThatIsDownThenUpLosesNothing() throws {
