@@ -261,6 +261,21 @@ final class UploadTests: XCTestCase {
         eventually { server.requests.withLock { $0.count } == 2 }
     }
 
+    /// A buffer on a clock moved by hand that has sent a log envelope, which `server` answers with a rate
+    /// limit: returned once the uploader waits for it. Its wake-ups (at start, when the envelope was stored,
+    /// `pacing` after the answer) run as they come, the clock moving a millisecond at a time.
+    private func rateLimitedBuffer(_ server: TestServer) throws -> (TelemetryBuffer, ManualClock) {
+        let clock = ManualClock()
+        let buffer = try buffer(server) { $0.clock = clock }
+        buffer.add(log: .test("limited"))
+        buffer.flush()
+        eventually {
+            clock.advance(by: 0.001)
+            if case .rateLimited = buffer.stats().upload { return true } else { return false }
+        }
+        return (buffer, clock)
+    }
+
     /// On a clock moved by hand: under a limit on logs no deadline can hold (1e20 s), each span envelope
     /// sent leaves the uploader waiting for the log envelope again; those waits end within an hour
     /// instead of never (each kept a timer, and the uploader, for good: one more per envelope sent).
@@ -270,15 +285,8 @@ final class UploadTests: XCTestCase {
                 ? .respond(429, headers: ["X-Sentry-Rate-Limits": "1e20:log_item:organization"]) : .respond(200)
         }
         defer { server.stop() }
-        let clock = ManualClock()
-        let buffer = try buffer(server) { $0.clock = clock }
+        let (buffer, clock) = try rateLimitedBuffer(server)
         defer { buffer.close() }
-        buffer.add(log: .test("limited"))
-        buffer.flush()
-        eventually {
-            clock.advance(by: 0.001)
-            if case .rateLimited = buffer.stats().upload { return true } else { return false }
-        }
         for index in 0..<10 {
             buffer.add(span: .test("span \(index)", trace: TraceID(high: 1, low: UInt64(index) + 1)))
             buffer.flush()
@@ -298,17 +306,8 @@ final class UploadTests: XCTestCase {
     func testRetryAfterIsWaitedOutExactlyOnTheClock() throws {
         let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "60"])]))
         defer { server.stop() }
-        let clock = ManualClock()
-        let buffer = try buffer(server) { $0.clock = clock }
+        let (buffer, clock) = try rateLimitedBuffer(server)
         defer { buffer.close() }
-        buffer.add(log: .test("limited"))
-        buffer.flush()
-        // The uploader's wake-ups (at start, when the envelope was stored, `pacing` after the answer) run
-        // as they come, the clock moving a millisecond at a time.
-        eventually {
-            clock.advance(by: 0.001)
-            if case .rateLimited = buffer.stats().upload { return true } else { return false }
-        }
         guard case .rateLimited(let until) = buffer.stats().upload else { return XCTFail() }
         let wait = until.timeIntervalSince(clock.now())
         XCTAssertTrue(wait > 59 && wait <= 60, "\(wait)")
@@ -402,32 +401,23 @@ final class UploadTests: XCTestCase {
         XCTAssertGreaterThan(limits.limitedUntil(.logItem, now: now) ?? now, .distantFuture)
     }
 
-    func testASlowServerTimesOutAndTheEnvelopeIsRetried() throws {
-        let server = try server(TestServer.sequence([.respond(200, after: 3)]))
-        defer { server.stop() }
-        let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 1 }
-        buffer.add(log: .test("slow"))
-        buffer.flush()
-        eventually { stored(buffer) == 0 }
-        // The first answer comes after the timeout, so the envelope was sent again (more than once on a
-        // machine slow enough for a normal request to time out too, as under ThreadSanitizer).
-        XCTAssertGreaterThanOrEqual(server.requests.withLock { $0.count }, 2, "timed out, then sent again")
-        buffer.close()
-    }
-
-    /// A server that answers 200 and then drips its body a byte at a time (FoundationNetworking restarts
-    /// its timeout at every byte and enforces no overall one): the request still ends at `requestTimeout`,
-    /// as a network error, and the envelope goes again. It held the uploader for as long as the drip
-    /// lasted (here 120 s, past the test's deadline).
-    func testAServerThatDripsItsAnswerTimesOut() throws {
-        let server = try server(TestServer.sequence([.drip(interval: 0.2, seconds: 120)]))
-        defer { server.stop() }
-        let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 1 }
-        buffer.add(log: .test("dripped"))
-        buffer.flush()
-        eventually { stored(buffer) == 0 }
-        XCTAssertGreaterThanOrEqual(server.requests.withLock { $0.count }, 2, "timed out, then sent again")
-        buffer.close()
+    /// A server that answers after the timeout, and one that answers 200 at once and then drips its body
+    /// a byte at a time (FoundationNetworking restarts its timeout at every byte and enforces no overall
+    /// one; that held the uploader as long as the drip lasted, here 120 s, past the test's deadline): the
+    /// request ends at `requestTimeout`, as a network error, and the envelope goes again.
+    func testASlowOrDrippingServerTimesOutAndTheEnvelopeIsRetried() throws {
+        for answer in [TestServer.Answer.respond(200, after: 3), .drip(interval: 0.2, seconds: 120)] {
+            let server = try server(TestServer.sequence([answer]))
+            defer { server.stop() }
+            let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 1 }
+            buffer.add(log: .test("slow"))
+            buffer.flush()
+            eventually { stored(buffer) == 0 }
+            // The first answer comes after the timeout, so the envelope was sent again (more than once on a
+            // machine slow enough for a normal request to time out too, as under ThreadSanitizer).
+            XCTAssertGreaterThanOrEqual(server.requests.withLock { $0.count }, 2, "\(answer): timed out, then sent again")
+            buffer.close()
+        }
     }
 
     /// A redirect to another server (a captive portal's 302): the envelope is not taken as delivered by
