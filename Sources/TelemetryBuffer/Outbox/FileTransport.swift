@@ -69,7 +69,7 @@ extension TelemetryBuffer {
             self.diagnostics = diagnostics
             directoryFD = try FileSystem.openDirectory(directory)
 
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            let entries = (try? FileSystem.names(inDirectory: directoryFD, path: directory.path)) ?? []
             let now = Date()
             var stored: [Stored] = []
             var expired: [String] = []

@@ -213,7 +213,7 @@ final class BatchingTests: XCTestCase {
     /// blocked, the overflow is dropped and counted, a trace that lost a span takes no more spans in
     /// that batch, and every span that was accepted is still delivered.
     func testOverflowDropsAndCountsButKeepsEveryAcceptedItem() throws {
-        // FlushAll: holding its transport holds the region being forwarded.
+        // FlushAll hands envelopes to the transport on the background queue: holding it holds every forward.
         let (buffer, transport) = try bufferWithHeldTransport(.flushAll, in: directory) { $0.maxBatchBytes = 4096 }
         // The items' sizes, and so the bytes the logs leave for the spans below, must not hang on the
         // machine or the clock: the attributes saying where the test runs are fixed (the items' own win),

@@ -261,17 +261,19 @@ final class UploadTests: XCTestCase {
         eventually { server.requests.withLock { $0.count } == 2 }
     }
 
-    /// A buffer on a clock moved by hand that has sent a log envelope, which `server` answers with a rate
-    /// limit: returned once the uploader waits for it. Its wake-ups (at start, when the envelope was stored,
-    /// `pacing` after the answer) run as they come, the clock moving a millisecond at a time.
-    private func rateLimitedBuffer(_ server: TestServer) throws -> (TelemetryBuffer, ManualClock) {
+    /// A buffer on a clock moved by hand that has sent a log envelope to `server`: returned once `ready`
+    /// (by default, once the uploader waits for a rate limit). Its wake-ups (at start, when the envelope
+    /// was stored, `pacing` after the answer) run as they come, the clock moving a millisecond at a time.
+    private func answeredBuffer(
+        _ server: TestServer, ready: (TelemetryBuffer) -> Bool = { if case .rateLimited = $0.stats().upload { true } else { false } }
+    ) throws -> (TelemetryBuffer, ManualClock) {
         let clock = ManualClock()
         let buffer = try buffer(server) { $0.clock = clock }
         buffer.add(log: .test("limited"))
         buffer.flush()
         eventually {
             clock.advance(by: 0.001)
-            if case .rateLimited = buffer.stats().upload { return true } else { return false }
+            return ready(buffer)
         }
         return (buffer, clock)
     }
@@ -285,7 +287,7 @@ final class UploadTests: XCTestCase {
                 ? .respond(429, headers: ["X-Sentry-Rate-Limits": "1e20:log_item:organization"]) : .respond(200)
         }
         defer { server.stop() }
-        let (buffer, clock) = try rateLimitedBuffer(server)
+        let (buffer, clock) = try answeredBuffer(server)
         defer { buffer.close() }
         for index in 0..<10 {
             buffer.add(span: .test("span \(index)", trace: TraceID(high: 1, low: UInt64(index) + 1)))
@@ -306,7 +308,7 @@ final class UploadTests: XCTestCase {
     func testRetryAfterIsWaitedOutExactlyOnTheClock() throws {
         let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "60"])]))
         defer { server.stop() }
-        let (buffer, clock) = try rateLimitedBuffer(server)
+        let (buffer, clock) = try answeredBuffer(server)
         defer { buffer.close() }
         guard case .rateLimited(let until) = buffer.stats().upload else { return XCTFail() }
         let wait = until.timeIntervalSince(clock.now())
@@ -323,22 +325,18 @@ final class UploadTests: XCTestCase {
     }
 
     /// A 429 whose `X-Sentry-Rate-Limits` limits none of the envelope's categories (here another
-    /// category; `log_byte`, a 0 s limit or garbage did the same): the envelope is kept, so it waits as
-    /// after a bare 429 (60 s, every category) instead of going again at the queue's pace of 0.1 s, which
-    /// sent it ten times a second for as long as the server answered so.
+    /// category; `log_byte`, a 0 s limit or garbage did the same): the envelope is kept, so its categories
+    /// wait as after a bare 429 (60 s) while others go on, instead of going again at the queue's pace of
+    /// 0.1 s, which sent it ten times a second for as long as the server answered so.
     func testA429ThatLimitsNoneOfTheEnvelopesCategoriesStillHoldsIt() throws {
         for header in ["60:transaction:key", "60:log_byte:organization", "0::organization", "garbage"] {
             let server = try server(TestServer.sequence([.respond(429, headers: ["X-Sentry-Rate-Limits": header])]))
             defer { server.stop() }
-            let clock = ManualClock()
-            let buffer = try buffer(server) { $0.clock = clock }
-            buffer.add(log: .test("limited"))
-            buffer.flush()
-            eventually {
-                clock.advance(by: 0.001)
-                return server.requests.withLock { $0.count } >= 1 && buffer.stats().upload != .sending
+            // Not waiting for a rate limit: before the fix there was none.
+            let (buffer, clock) = try answeredBuffer(server) { buffer in
+                server.requests.withLock { $0.count } >= 1 && buffer.stats().upload != .sending
             }
-            // Thirty times the pacing, a millisecond at a time: nothing goes again.
+            // Thirty times the pacing, a pacing at a time: nothing goes again.
             for _ in 0..<30 {
                 clock.advance(by: 0.1)
                 buffer.waitForBackgroundWork()
@@ -348,7 +346,12 @@ final class UploadTests: XCTestCase {
             XCTAssertFalse(buffer.add(log: .test("held")), header)
             XCTAssertTrue(buffer.add(span: .test("not held", trace: TraceID(high: 5, low: 5))), "\(header): only the envelope's categories wait")
             clock.advance(by: until.timeIntervalSince(clock.now()))
-            eventually { stored(buffer) == 0 }
+            // The span's flush timer came due too, and its envelope's wake-up replaces the limit's: the
+            // clock goes on a millisecond at a time for it.
+            eventually {
+                clock.advance(by: 0.001)
+                return stored(buffer) == 0
+            }
             let logRequests = server.requests.withLock { $0.filter { String(decoding: $0.body, as: UTF8.self).contains("\"type\":\"log\"") } }
             XCTAssertEqual(logRequests.count, 2, header)
             buffer.close()
