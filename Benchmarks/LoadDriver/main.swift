@@ -138,14 +138,18 @@ func makeSpan() -> Span {
 }
 let typicalSpan = makeSpan()
 
-/// `threads` threads, alive for the whole run, add 960 spans per round between them, all starting together
-/// (after a spin barrier): a batch holds 1,000 and its first span is added before the round, so no forward
-/// or wake-up runs while they add. A round's time runs from the first thread's start to the last one's
-/// end; the batch is flushed between rounds. Prints the median rate in all and the time per add in each
-/// thread. With SEPARATE=1 each thread adds to a buffer of its own: the machine's floor for the scaling.
-/// With HANDOFF=1 as well, each add is followed by a turn of one lock all threads share (glibc's adaptive
-/// mutex, as the library's `Lock`) that bumps a counter: the floor of any design that takes one lock per
-/// add, whatever it does under it. With `logs`, typical logs instead, 96 per round (a batch holds 100).
+/// `threads` threads, alive for the whole run, add for the same window in each round, all starting together
+/// (after a spin barrier): 150 µs of spans, or 25 µs of typical logs, at most 960 spans (96 logs) per round
+/// between them. A batch holds 1,000 spans (100 logs) and its first one is added before the round, so no
+/// forward or wake-up runs while they add; the batch is flushed between rounds. A round's rate is the sum of
+/// the threads' rates (adds over the time each one added): the aggregate while all of them add, each thread
+/// for as long as one thread alone. (A fixed number of adds per round timed the slower thread while the
+/// faster one waited at the end, and gave each of two threads half the adds to spread its first, slow ones
+/// over: both counted against two threads; runs Q and before.)
+/// Prints the median rate in all and the time per add in each thread. With SEPARATE=1 each thread adds to a
+/// buffer of its own: the machine's floor for the scaling. With HANDOFF=1 as well, each add is followed by
+/// a turn of one lock all threads share (glibc's adaptive mutex, as the library's `Lock`) that bumps a
+/// counter: the floor of any design that takes one lock per add, whatever it does under it.
 func threads(_ count: Int, rounds: Int, logs: Bool) {
     let separate = ProcessInfo.processInfo.environment["SEPARATE"] != nil
     let handoff = separate && ProcessInfo.processInfo.environment["HANDOFF"] != nil
@@ -157,10 +161,14 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
         var arrived = 0
         var starts: [UInt64] = []
         var ends: [UInt64] = []
+        var added: [Int] = []
     }
     let one = makeBuffer(.doubleRotatingBuffer)
     let buffers = (0..<count).map { separate ? makeBuffer(.doubleRotatingBuffer, name: "-\($0)") : one }
+    /// At most this many per thread, so that a round never fills the batch; adds go `step` at a time
+    /// between reads of the clock (about 30 ns).
     let perThread = (logs ? 96 : 960) / count
+    let window: UInt64 = logs ? 25_000 : 150_000, step = logs ? 4 : 8
     let round = Round()
     let starts = (0..<count).map { _ in DispatchSemaphore(value: 0) }
     let done = DispatchGroup()
@@ -175,27 +183,32 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
                 round.lock.withLock { round.arrived += 1 }
                 while round.lock.withLock({ round.arrived }) < count {}
                 let start = now()
-                if logs {
-                    for _ in 0..<perThread {
-                        target.add(log: log)
-                        if handoff { shared.turn() }
+                var added = 0, end = start
+                repeat {
+                    if logs {
+                        for _ in 0..<step {
+                            target.add(log: log)
+                            if handoff { shared.turn() }
+                        }
+                    } else {
+                        for _ in 0..<step {
+                            target.add(span: span)
+                            if handoff { shared.turn() }
+                        }
                     }
-                } else {
-                    for _ in 0..<perThread {
-                        target.add(span: span)
-                        if handoff { shared.turn() }
-                    }
-                }
-                let end = now()
+                    added += step
+                    end = now()
+                } while added < perThread && end - start < window
                 round.lock.withLock {
                     round.starts.append(start)
                     round.ends.append(end)
+                    round.added.append(added)
                 }
                 done.leave()
             }
         }.start()
     }
-    var rates: [Double] = [], perAdd: [Double] = [], skew: [Double] = []
+    var rates: [Double] = [], perAdd: [Double] = [], skew: [Double] = [], capped = 0
     for _ in 0..<rounds {
         // The batch's first add wakes the background queue, which then starts the IO cache: done before the
         // round, so those threads do not take the cores from the adding ones.
@@ -204,22 +217,26 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
             if logs { buffer.add(log: typicalLog) } else { buffer.add(span: typicalSpan) }
         }
         usleep(2000)
-        round.lock.withLock { (round.arrived, round.starts, round.ends) = (0, [], []) }
+        round.lock.withLock { (round.arrived, round.starts, round.ends, round.added) = (0, [], [], []) }
         for _ in 0..<count { done.enter() }
         for start in starts { start.signal() }
         done.wait()
-        let elapsed = round.lock.withLock { round.ends.max()! - round.starts.min()! }
         round.lock.withLock {
-            for (start, end) in zip(round.starts, round.ends) { perAdd.append(Double(end - start) / Double(perThread)) }
+            var rate = 0.0
+            for ((start, end), added) in zip(zip(round.starts, round.ends), round.added) {
+                perAdd.append(Double(end - start) / Double(added))
+                rate += Double(added) / (Double(end - start) / 1e9)
+                if added == perThread { capped += 1 }
+            }
+            rates.append(rate)
             skew.append(Double(round.starts.max()! - round.starts.min()!))
         }
-        rates.append(Double(perThread * count) / (Double(elapsed) / 1e9))
     }
     rates.sort()
     perAdd.sort()
     skew.sort()
-    print("threads \(count): \(Int(rates[rates.count / 2])) adds/s in all (median of \(rounds) rounds of \(perThread * count) \(logs ? "logs" : "spans")), " +
-          "\(Int(perAdd[perAdd.count / 2])) ns per add in each thread, starts \(Int(skew[skew.count / 2])) ns apart")
+    print("threads \(count): \(Int(rates[rates.count / 2])) adds/s in all (median of \(rounds) rounds of \(window / 1000) µs of \(logs ? "logs" : "spans")), " +
+          "\(Int(perAdd[perAdd.count / 2])) ns per add in each thread, starts \(Int(skew[skew.count / 2])) ns apart, \(capped) of \(rounds * count) stopped at \(perThread) adds")
 }
 
 /// One lock all threads share and the counter it guards, in a block of their own: the counter on the
