@@ -140,7 +140,7 @@ let typicalSpan = makeSpan()
 
 /// `threads` threads, alive for the whole run, add for the same window in each round, all starting together
 /// (after a spin barrier): 150 µs of spans, or 25 µs of typical logs, at most 960 spans (96 logs) per round
-/// between them. A batch holds 1,000 spans (100 logs) and its first one is added before the round, so no
+/// in a buffer. A batch holds 1,000 spans (100 logs) and its first one is added before the round, so no
 /// forward or wake-up runs while they add; the batch is flushed between rounds. A round's rate is the sum of
 /// the threads' rates (adds over the time each one added): the aggregate while all of them add, each thread
 /// for as long as one thread alone. (A fixed number of adds per round timed the slower thread while the
@@ -165,9 +165,9 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
     }
     let one = makeBuffer(.doubleRotatingBuffer)
     let buffers = (0..<count).map { separate ? makeBuffer(.doubleRotatingBuffer, name: "-\($0)") : one }
-    /// At most this many per thread, so that a round never fills the batch; adds go `step` at a time
-    /// between reads of the clock (about 30 ns).
-    let perThread = (logs ? 96 : 960) / count
+    /// At most this many per thread, so that a round never fills a batch (each thread has one of its own with
+    /// SEPARATE=1); adds go `step` at a time between reads of the clock (about 30 ns).
+    let perThread = (logs ? 96 : 960) / (separate ? 1 : count)
     let window: UInt64 = logs ? 25_000 : 150_000, step = logs ? 4 : 8
     let round = Round()
     let starts = (0..<count).map { _ in DispatchSemaphore(value: 0) }
