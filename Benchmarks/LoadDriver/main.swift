@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TelemetryBuffer
 
 // What package-benchmark's harness cannot show: the tail of `add` under sustained load at the default
@@ -8,7 +9,7 @@ import TelemetryBuffer
 //
 //   LoadDriver rate <strategy> <logs per second> <adds>    per-call times at a paced rate
 //   LoadDriver memory <strategy> [warm]                    resident set before and after
-//   LoadDriver threads <threads> <rounds> [logs]           adds per second in all, threads adding at once
+//   LoadDriver threads <threads> <pairs> [logs]            one thread against <threads>, rounds alternating
 //   LoadDriver first <count>                               a batch's first add, and its floor
 //   LoadDriver saturate <threads> <seconds>                as fast as possible, at the default limits
 
@@ -138,37 +139,43 @@ func makeSpan() -> Span {
 }
 let typicalSpan = makeSpan()
 
-/// `threads` threads, alive for the whole run, add for the same window in each round, all starting together
-/// (after a spin barrier): 150 µs of spans, or 25 µs of typical logs, at most 960 spans (96 logs) per round
-/// in a buffer. A batch holds 1,000 spans (100 logs) and its first one is added before the round, so no
-/// forward or wake-up runs while they add; the batch is flushed between rounds. A round's rate is the sum of
-/// the threads' rates (adds over the time each one added): the aggregate while all of them add, each thread
-/// for as long as one thread alone. (A fixed number of adds per round timed the slower thread while the
-/// faster one waited at the end, and gave each of two threads half the adds to spread its first, slow ones
-/// over: both counted against two threads; runs Q and before.)
-/// Prints the median rate in all and the time per add in each thread. With SEPARATE=1 each thread adds to a
-/// buffer of its own: the machine's floor for the scaling. With HANDOFF=1 as well, each add is followed by
-/// a turn of one lock all threads share (glibc's adaptive mutex, as the library's `Lock`) that bumps a
-/// counter: the floor of any design that takes one lock per add, whatever it does under it.
-func threads(_ count: Int, rounds: Int, logs: Bool) {
-    let separate = ProcessInfo.processInfo.environment["SEPARATE"] != nil
-    let handoff = separate && ProcessInfo.processInfo.environment["HANDOFF"] != nil
+/// One thread's rate against `threads` threads' on one buffer, in rounds that alternate in one process (one
+/// thread, then all of them), so that the VM's drift, 20 % and more within minutes, falls on both sides of
+/// each ratio. The threads live for the whole run. In a round, they meet (a late wake-up is not counted), the
+/// last one to arrive sets a start time 5 µs ahead, and each adds from it until the same end time: 150 µs
+/// of spans, or 25 µs of typical logs (`WINDOW_US` sets another), 8 spans or 4 logs between reads of the
+/// clock, at most a batch's worth per buffer (1,000 spans, 100 logs: no forward or wake-up runs while they
+/// add; the batch's first item is added and the batch flushed before each round). A round's rate is its adds
+/// over the time from the first thread's start to the last one's end: the rate in all while every thread
+/// adds for the whole window. Prints both rates, the median of the per-pair ratios with its spread and the
+/// share of pairs at 1.5× or above, the threads' median start skew and how many stopped at the cap.
+/// With SEPARATE=1 each thread adds to a buffer of its own: the machine's floor for the scaling. With
+/// HANDOFF=1 as well, each add is followed by a turn of one lock all threads share (glibc's adaptive mutex,
+/// as the library's `Lock`) that bumps a counter: the floor of any design that takes one lock per add,
+/// whatever it does under it.
+func threads(_ count: Int, pairs: Int, logs: Bool) {
+    let environment = ProcessInfo.processInfo.environment
+    let separate = environment["SEPARATE"] != nil
+    let handoff = separate && environment["HANDOFF"] != nil
+    let window = UInt64(environment["WINDOW_US"].flatMap { Int($0) } ?? (logs ? 25 : 150)) * 1000
+    let step = logs ? 4 : 8
     let shared = Handoff()
-    /// Where the threads meet before each round (so that a late wake-up is not counted as adding time)
-    /// and leave their start and end times.
+    /// The threads of a round and how many have arrived, its start time (set by the last thread to arrive),
+    /// each thread's cap, and what the threads report.
     final class Round: @unchecked Sendable {
         let lock = NSLock()
-        var arrived = 0
+        var active = 0
+        /// Atomics, not the lock: a thread spinning on the lock would sleep on it and wake late.
+        let arrived = Atomic<Int>(0)
+        let go = Atomic<UInt64>(0)
+        var cap = 0
         var starts: [UInt64] = []
         var ends: [UInt64] = []
         var added: [Int] = []
     }
     let one = makeBuffer(.doubleRotatingBuffer)
     let buffers = (0..<count).map { separate ? makeBuffer(.doubleRotatingBuffer, name: "-\($0)") : one }
-    /// At most this many per thread, so that a round never fills a batch (each thread has one of its own with
-    /// SEPARATE=1); adds go `step` at a time between reads of the clock (about 30 ns).
-    let perThread = (logs ? 96 : 960) / (separate ? 1 : count)
-    let window: UInt64 = logs ? 25_000 : 150_000, step = logs ? 4 : 8
+    let batch = logs ? 96 : 960
     let round = Round()
     let starts = (0..<count).map { _ in DispatchSemaphore(value: 0) }
     let done = DispatchGroup()
@@ -180,9 +187,15 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
             let target = buffers[thread]
             while true {
                 starts[thread].wait()
-                round.lock.withLock { round.arrived += 1 }
-                while round.lock.withLock({ round.arrived }) < count {}
-                let start = now()
+                let (active, cap) = round.lock.withLock { (round.active, round.cap) }
+                if round.arrived.add(1, ordering: .acquiringAndReleasing).newValue == active {
+                    round.go.store(now() + 5_000, ordering: .releasing)
+                }
+                var go: UInt64 = 0
+                while go == 0 { go = round.go.load(ordering: .acquiring) }
+                let until = go + window
+                var start = now()
+                while start < go { start = now() }
                 var added = 0, end = start
                 repeat {
                     if logs {
@@ -198,7 +211,7 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
                     }
                     added += step
                     end = now()
-                } while added < perThread && end - start < window
+                } while added < cap && end < until
                 round.lock.withLock {
                     round.starts.append(start)
                     round.ends.append(end)
@@ -208,8 +221,9 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
             }
         }.start()
     }
-    var rates: [Double] = [], perAdd: [Double] = [], skew: [Double] = [], capped = 0
-    for _ in 0..<rounds {
+    var skew: [Double] = [], capped = 0
+    /// Runs one round with the first `active` threads; returns its rate in all.
+    func run(_ active: Int) -> Double {
         // The batch's first add wakes the background queue, which then starts the IO cache: done before the
         // round, so those threads do not take the cores from the adding ones.
         for buffer in separate ? buffers : [one] {
@@ -217,26 +231,35 @@ func threads(_ count: Int, rounds: Int, logs: Bool) {
             if logs { buffer.add(log: typicalLog) } else { buffer.add(span: typicalSpan) }
         }
         usleep(2000)
-        round.lock.withLock { (round.arrived, round.starts, round.ends, round.added) = (0, [], [], []) }
-        for _ in 0..<count { done.enter() }
-        for start in starts { start.signal() }
-        done.wait()
+        // Whole steps only, so that a round never passes its batch.
+        let cap = (separate ? batch : batch / active) / step * step
         round.lock.withLock {
-            var rate = 0.0
-            for ((start, end), added) in zip(zip(round.starts, round.ends), round.added) {
-                perAdd.append(Double(end - start) / Double(added))
-                rate += Double(added) / (Double(end - start) / 1e9)
-                if added == perThread { capped += 1 }
-            }
-            rates.append(rate)
-            skew.append(Double(round.starts.max()! - round.starts.min()!))
+            (round.starts, round.ends, round.added) = ([], [], [])
+            (round.active, round.cap) = (active, cap)
+            round.arrived.store(0, ordering: .relaxed)
+            round.go.store(0, ordering: .relaxed)
+        }
+        for thread in 0..<active { done.enter(); starts[thread].signal() }
+        done.wait()
+        return round.lock.withLock {
+            if active > 1 { skew.append(Double(round.starts.max()! - round.starts.min()!)) }
+            capped += round.added.filter { $0 >= cap }.count
+            return Double(round.added.reduce(0, +)) / (Double(round.ends.max()! - round.starts.min()!) / 1e9)
         }
     }
-    rates.sort()
-    perAdd.sort()
-    skew.sort()
-    print("threads \(count): \(Int(rates[rates.count / 2])) adds/s in all (median of \(rounds) rounds of \(window / 1000) µs of \(logs ? "logs" : "spans")), " +
-          "\(Int(perAdd[perAdd.count / 2])) ns per add in each thread, starts \(Int(skew[skew.count / 2])) ns apart, \(capped) of \(rounds * count) stopped at \(perThread) adds")
+    var alone: [Double] = [], together: [Double] = [], ratios: [Double] = []
+    for _ in 0..<pairs {
+        alone.append(run(1))
+        together.append(run(count))
+        ratios.append(together.last! / alone.last!)
+    }
+    let median = { (values: [Double]) in values.sorted()[values.count / 2] }
+    let sorted = ratios.sorted()
+    print("threads 1 and \(count), \(pairs) pairs of \(window / 1000) µs rounds of \(logs ? "logs" : "spans"): " +
+          "\(Int(median(alone))) and \(Int(median(together))) adds/s in all; \(count) threads ÷ one " +
+          String(format: "%.2f× (median of pairs; quartiles %.2f–%.2f; %.0f %% of pairs ≥ 1.5×)",
+                 median(ratios), sorted[pairs / 4], sorted[pairs * 3 / 4], 100 * Double(ratios.filter { $0 >= 1.5 }.count) / Double(pairs)) +
+          ", starts \(Int(median(skew))) ns apart, \(capped) stopped at the cap")
 }
 
 /// One lock all threads share and the counter it guards, in a block of their own: the counter on the
@@ -344,14 +367,14 @@ case "memory":
     memory(strategy(values[0]), warm: values.dropFirst().first == "warm")
 case "threads":
     let values = Array(arguments.dropFirst())
-    threads(Int(values[0])!, rounds: Int(values[1])!, logs: values.dropFirst(2).first == "logs")
+    threads(Int(values[0])!, pairs: Int(values[1])!, logs: values.dropFirst(2).first == "logs")
 case "first":
     firstAdds(Int(arguments.dropFirst().first!)!)
 case "saturate":
     let values = Array(arguments.dropFirst())
     saturate(Int(values[0])!, seconds: Double(values[1])!)
 default:
-    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <rounds> [logs] | first <count> | saturate <n> <seconds>")
+    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <pairs> [logs] | first <count> | saturate <n> <seconds>")
     exit(2)
 }
 // The folders this run made go into the benchmarks' trash, not deleted (see `trash` in the benchmarks):
