@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TelemetryBuffer
 
 // What package-benchmark's harness cannot show: the tail of `add` under sustained load at the default
@@ -165,10 +164,18 @@ func threads(_ count: Int, pairs: Int, logs: Bool) {
     final class Round: @unchecked Sendable {
         let lock = NSLock()
         var active = 0
-        /// Atomics, not the lock: a thread spinning on the lock would sleep on it and wake late.
-        let arrived = Atomic<Int>(0)
-        let go = Atomic<UInt64>(0)
+        var arrived = 0
+        var go: UInt64 = 0
         var cap = 0
+        /// `go` once it is set, polled with `try()`: a thread that waited on the lock would sleep on it and
+        /// start late.
+        func start() -> UInt64 {
+            while true {
+                guard lock.try() else { continue }
+                defer { lock.unlock() }
+                if go != 0 { return go }
+            }
+        }
         var starts: [UInt64] = []
         var ends: [UInt64] = []
         var added: [Int] = []
@@ -187,13 +194,12 @@ func threads(_ count: Int, pairs: Int, logs: Bool) {
             let target = buffers[thread]
             while true {
                 starts[thread].wait()
-                let (active, cap) = round.lock.withLock { (round.active, round.cap) }
-                if round.arrived.add(1, ordering: .acquiringAndReleasing).newValue == active {
-                    round.go.store(now() + 5_000, ordering: .releasing)
+                let cap = round.lock.withLock {
+                    round.arrived += 1
+                    if round.arrived == round.active { round.go = now() + 5_000 }
+                    return round.cap
                 }
-                var go: UInt64 = 0
-                while go == 0 { go = round.go.load(ordering: .acquiring) }
-                let until = go + window
+                let go = round.start(), until = go + window
                 var start = now()
                 while start < go { start = now() }
                 var added = 0, end = start
@@ -235,9 +241,7 @@ func threads(_ count: Int, pairs: Int, logs: Bool) {
         let cap = (separate ? batch : batch / active) / step * step
         round.lock.withLock {
             (round.starts, round.ends, round.added) = ([], [], [])
-            (round.active, round.cap) = (active, cap)
-            round.arrived.store(0, ordering: .relaxed)
-            round.go.store(0, ordering: .relaxed)
+            (round.active, round.arrived, round.go, round.cap) = (active, 0, 0, cap)
         }
         for thread in 0..<active { done.enter(); starts[thread].signal() }
         done.wait()
