@@ -304,6 +304,36 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(stored(buffer), 1, "the log envelope still waits")
     }
 
+    /// On a clock moved by hand: a cool-off of two hours is waited out in full. Only rate-limit waits look
+    /// again after an hour (a limit may never end); a cool-off or backoff past the hour was once cut short.
+    func testACoolOffLongerThanAnHourIsWaitedOutInFull() throws {
+        let server = try server(TestServer.sequence([.respond(503)]))
+        defer { server.stop() }
+        let clock = ManualClock()
+        let buffer = try buffer(server) {
+            $0.clock = clock
+            $0.uploadOptions.maxAttempts = 1
+            $0.uploadOptions.coolOff = 7200
+        }
+        defer { buffer.close() }
+        buffer.add(log: .test("cooled off"))
+        buffer.flush()
+        eventually {
+            clock.advance(by: 0.001)
+            if case .coolingOff = buffer.stats().upload { return true } else { return false }
+        }
+        guard case .coolingOff(let until) = buffer.stats().upload else { return XCTFail() }
+        let wait = until.timeIntervalSince(clock.now())
+        XCTAssertTrue(wait > 7199 && wait <= 7200, "\(wait)")
+        clock.advance(by: 3601)
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(server.requests.withLock { $0.count }, 1, "nothing sent after an hour of the two")
+        guard case .coolingOff = buffer.stats().upload else { return XCTFail("\(buffer.stats().upload)") }
+        clock.advance(by: wait - 3601)
+        eventually { server.requests.withLock { $0.count } == 2 }
+        eventually { stored(buffer) == 0 }
+    }
+
     /// On a clock moved by hand: a 429 with `Retry-After: 60` holds every category for exactly 60 s.
     func testRetryAfterIsWaitedOutExactlyOnTheClock() throws {
         let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "60"])]))
