@@ -401,6 +401,23 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["one", "two"])
     }
 
+    /// A `flushing` of ours found at a rotation (a published one whose removal failed) is replaced: its
+    /// items went out before it was to be removed. Only something not ours there stops the rotation
+    /// (`HostileFolderTests`). (A first version refused every rotation from then on.)
+    func testTheStreamCachesOwnLeftoverFlushingIsReplacedByTheNextRotation() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.strategy = .fileStreamCache })
+        defer { buffer.close() }
+        XCTAssertTrue(buffer.add(log: .test("published")))
+        buffer.flush()
+        let flushing = URL(fileURLWithPath: bufferFolder).appendingPathComponent(BufferFile.streamFlushing.name)
+        try Data("left by a removal that failed".utf8).write(to: flushing)
+        XCTAssertTrue(buffer.add(log: .test("next")))
+        buffer.flush()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["published", "next"])
+        XCTAssertNil(try FramedFile.read(folder: bufferFolder, name: BufferFile.streamFlushing.name))
+        XCTAssertTrue(buffer.add(log: .test("and on")), "adds go on")
+    }
+
     /// An append torn part-way (a real one: the file size limit, RLIMIT_FSIZE, stops the `writev` in the
     /// record) whose partial record cannot be cut off (failpoint `stream.truncate-fails`, as `ftruncate`
     /// failing on a network file system): no later record may follow those bytes, where every scan
