@@ -23,7 +23,8 @@ final class AsyncIOCache {
 
     deinit { fd.close() }
 
-    /// Opens the file at `path`, truncated (`O_TRUNC`) unless `truncating` is false, and writes a fresh header.
+    /// Opens the file at `path`, writes a fresh header and cuts off whatever follows it: truncated
+    /// (`O_TRUNC`) when `truncating`, else cut to its header after writing it (a spare keeps its block).
     private static func create(_ path: String, truncating: Bool = true) throws -> FileDescriptor {
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT | (truncating ? O_TRUNC : 0))
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
@@ -33,6 +34,9 @@ final class AsyncIOCache {
         }
         do {
             try header.withUnsafeBytes { try write($0, at: 0, fd: fd, path: path) }
+            // A spare that still holds records (its emptying lost to power loss, or not ours to trust) would
+            // have them read back after the new header as this cache's, and published twice.
+            if !truncating, ftruncate(fd.rawValue, off_t(RecordFraming.headerSize)) != 0 { throw FileSystem.error("ftruncate", path) }
         } catch {
             fd.close()
             throw error

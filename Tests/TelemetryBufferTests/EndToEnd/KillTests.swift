@@ -100,6 +100,35 @@ final class KillTests: XCTestCase {
         }
     }
 
+    /// A spare that still holds records (its emptying lost to power loss; here planted: items 0–19 as an
+    /// earlier process published them) becomes an IO cache at the first retirement: the process killed
+    /// right after that publication recovers its own items once, and none of the spare's again. (The
+    /// spare was reused without being truncated: its records read back after the fresh header as the
+    /// cache's, and were published twice.)
+    func testASpareThatStillHoldsRecordsIsNotReadBackAsTheCaches() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+        try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
+        let spare = try AsyncIOCache(path: buffer.appendingPathComponent("spare-0").path)
+        let published = RecordRegion(recordCapacity: 1 << 16, kind: .memoryList)
+        let scratch = ByteBuffer(capacity: 1024)
+        for seq in 0..<20 {
+            scratch.count = 0
+            var writer = JSONWriter(appendingTo: scratch)
+            ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test("item \(seq)"), into: &writer)
+            writer.finish()
+            published.append(category: .log, id: ItemID(nonce: 99, sequence: UInt64(seq)),
+                             payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
+        }
+        try spare.catchUp(with: published)
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishEmptied)
+        XCTAssertEqual(stress.status, -SIGKILL, "the first publication must have been reached")
+        let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "a spare holding records")
+    }
+
     /// A deferred sync that fails (an `fsync` error, injected): the copies of what it was to make durable
     /// stay, no longer dated to this boot, so recovery publishes what they hold again rather than trusting
     /// envelopes whose bytes may never reach the disk. Every item still arrives, some perhaps twice.
