@@ -9,8 +9,9 @@ enum BufferFile: Hashable, Sendable {
     case streamCache
     /// `flushing`: FileStreamCache's previous `cache`, being published.
     case streamFlushing
-    /// `recovered`: what start-up recovery gathered, being published.
-    case recovered
+    /// `recovered`, then `recovered-N` (N ≥ 1): what start-up recovery gathered, being published, in parts
+    /// no larger than a framed file is read back at (`FileSystem.maxFramedFileBytes`).
+    case recovered(Int)
     /// `detected-termination-N`: a region FlushAll's crash handler wrote out.
     case detectedTermination(Int)
     /// `envelope-N` (N < 2^32): an envelope staged under a publication marker.
@@ -31,7 +32,7 @@ enum BufferFile: Hashable, Sendable {
         case .asyncIOCache(let number): "async-io-cache-\(number)"
         case .streamCache: "cache"
         case .streamFlushing: "flushing"
-        case .recovered: "recovered"
+        case .recovered(let part): part == 0 ? "recovered" : "recovered-\(part)"
         case .detectedTermination(let number): "detected-termination-\(number)"
         case .stagedEnvelope(let index): "envelope-\(index)"
         case .awaitingSync(let number): "awaiting-sync-\(number)"
@@ -41,16 +42,18 @@ enum BufferFile: Hashable, Sendable {
         }
     }
 
-    /// The role of a file named `name`, or `nil` for a name the buffer never writes (numbers past what it
-    /// writes included: their successors could overflow).
+    /// The role of a file named `name`, or `nil` for a name the buffer never writes (numbers past
+    /// `largestNumber` included).
     init?(name: String) {
         func number(after prefix: String) -> Int? {
-            name.hasPrefix(prefix) ? Int(name.dropFirst(prefix.count)) : nil
+            guard name.hasPrefix(prefix), let number = Int(name.dropFirst(prefix.count)),
+                  (0...Self.largestNumber).contains(number) else { return nil }
+            return number
         }
         switch name {
         case "cache": self = .streamCache
         case "flushing": self = .streamFlushing
-        case "recovered": self = .recovered
+        case "recovered": self = .recovered(0)
         case "boot": self = .boot
         default:
             if let number = number(after: "crash-safe-list-") { self = .crashSafeList(number) }
@@ -58,6 +61,7 @@ enum BufferFile: Hashable, Sendable {
             else if let number = number(after: "detected-termination-") { self = .detectedTermination(number) }
             else if let number = number(after: "awaiting-sync-") { self = .awaitingSync(number) }
             else if let number = number(after: "spare-") { self = .spare(number) }
+            else if let part = number(after: "recovered-") { self = .recovered(part) }
             else if name.hasPrefix("envelope-"), let index = UInt32(name.dropFirst("envelope-".count)) {
                 self = .stagedEnvelope(UInt64(index))
             } else if name.hasPrefix("recovering-") {
@@ -73,6 +77,12 @@ enum BufferFile: Hashable, Sendable {
         // Only the spelling the buffer writes ("crash-safe-list-+1" is someone else's file).
         guard self.name == name else { return nil }
     }
+
+    /// The largest number a numbered file's name may carry (`spare-N`, `detected-termination-N`, …). New
+    /// numbers follow the largest one in use, so one planted near `Int.max` trapped on overflow, and one
+    /// past what names read back as would have made the next file a stranger's: past 2^30, a name is not
+    /// the buffer's, and 2^30 successors stay readable.
+    static let largestNumber = 1 << 30
 
     /// The index of a staged envelope.
     var stagedIndex: UInt64? {

@@ -14,9 +14,9 @@
 /// least once. After a process death the claimed files are crash-safe lists whose IO caches hold nothing
 /// the lists lack: then each list is published as it is, under its own marker, and removed with its cache.
 /// Otherwise (a crash handler's files, a stream cache, a list missing what its cache holds) the remaining
-/// items are deduplicated by item ID, put in order of arrival, written as one `recovered` file (atomic
-/// rename: the commit point), the claimed files are removed, and `recovered` is published as staged
-/// envelopes with its own marker. A crash at any step leaves files the next start claims and reads to the
+/// items are deduplicated by item ID, put in order of arrival, written as `recovered` (and `recovered-N`
+/// parts past 8 MiB; each an atomic rename: the commit point), the claimed files are removed, and each
+/// part is published as staged envelopes with its own marker. A crash at any step leaves files the next start claims and reads to the
 /// same result: nothing lost, nothing twice.
 enum Recovery {
 
@@ -76,7 +76,8 @@ enum Recovery {
 
         // Publications of this boot are complete even if never synced; of another, only what was synced.
         let thisBoot = Set(boots.filter { name in
-            BootSession.current.map { FileSystem.contents(of: folder.path + "/" + name) == Array($0.utf8) } ?? false
+            // At most a boot ID's length: what else is there is not this boot's (a planted 3 GB file was read whole).
+            BootSession.current.map { FileSystem.contents(of: folder.path + "/" + name, limit: $0.utf8.count) == Array($0.utf8) } ?? false
         }.compactMap { claimedName($0)?.generation })
         var settled: [String] = [], trusted = false
         for index in sources.indices.reversed() {
@@ -135,24 +136,37 @@ enum Recovery {
         items.sort { (lifetimes[$0.id.nonce]!, $0.id.sequence) < (lifetimes[$1.id.nonce]!, $1.id.sequence) }
         report.items = items.count
 
-        // Commit point: one durable file holding every live item.
-        if !items.isEmpty {
-            let region = RecordRegion(recordCapacity: items.reduce(0) { $0 + RecordFraming.recordHeaderSize + $1.payload.count },
+        // Commit point: durable files holding every live item, in parts that each read back whole (one file
+        // past `maxFramedFileBytes` was never read again: everything gathered stayed unpublished). A crash
+        // between parts leaves the sources too; the next start deduplicates them by item ID.
+        var parts = 0
+        var rest = items[...]
+        while !rest.isEmpty {
+            var count = 0, used = 0
+            for item in rest {
+                let size = RecordFraming.recordHeaderSize + item.payload.count
+                guard count == 0 || used + size <= FileSystem.maxFramedFileBytes - RecordFraming.headerSize else { break }
+                (count, used) = (count + 1, used + size)
+            }
+            let part = rest.prefix(count)
+            let region = RecordRegion(recordCapacity: part.reduce(0) { $0 + RecordFraming.recordHeaderSize + $1.payload.count },
                                       kind: .recovered)
-            for item in items {
+            for item in part {
                 item.payload.withUnsafeBytes {
                     region.append(category: item.category, id: item.id, payload: $0, payloadCRC: CRC32C.checksum($0))
                 }
             }
-            try FramedFile.write(records: Array(region.records), kind: .recovered, name: BufferFile.recovered.name, in: folder)
-            Failpoint.recoveryWritten.hit()
+            try FramedFile.write(records: Array(region.records), kind: .recovered, name: BufferFile.recovered(parts).name, in: folder)
+            parts += 1
+            rest = rest.dropFirst(part.count)
         }
+        if parts > 0 { Failpoint.recoveryWritten.hit() }
         for source in sources { folder.remove(source.name) }
         for name in boots { folder.remove(name) }
         try folder.sync()
         Failpoint.recoveryRemoved.hit()
 
-        if !items.isEmpty { try publishRecovered(folder: folder, batcher: batcher) }
+        for part in 0..<parts { try publishRecovered(part, folder: folder, batcher: batcher) }
         report.envelopes = try folder.stagedEnvelopes().count
         return report
     }
@@ -255,16 +269,17 @@ enum Recovery {
         report.envelopes = try folder.stagedEnvelopes().count
     }
 
-    /// Publishes `recovered` as staged envelopes, guarded by its marker, then removes it.
-    private static func publishRecovered(folder: BufferFolder, batcher: EnvelopeBatcher) throws {
-        guard let file = try FramedFile.read(folder: folder.path, name: BufferFile.recovered.name) else { return }
+    /// Publishes a part of what recovery gathered as staged envelopes, guarded by its marker, then removes it.
+    private static func publishRecovered(_ part: Int, folder: BufferFolder, batcher: EnvelopeBatcher) throws {
+        let name = BufferFile.recovered(part).name
+        guard let file = try FramedFile.read(folder: folder.path, name: name) else { return }
         // Staged inside: the batches point into the file's bytes.
         try file.withRecords { records in
             try batcher.stage(batcher.batches(records), in: folder) {
-                try FramedFile.mark($0, name: BufferFile.recovered.name, in: folder)
+                try FramedFile.mark($0, name: name, in: folder)
             }.sync()
         }
-        folder.remove(BufferFile.recovered.name)
+        folder.remove(name)
         try folder.sync()
     }
 

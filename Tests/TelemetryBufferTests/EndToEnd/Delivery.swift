@@ -78,7 +78,7 @@ extension XCTestCase {
     private func assertNoStagedFiles(in folder: TemporaryDirectory, _ label: String, file: StaticString, line: UInt) throws {
         let leftovers = try FileManager.default.contentsOfDirectory(
             atPath: folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer").path)
-        XCTAssertFalse(leftovers.contains { $0.hasPrefix("envelope-") || $0 == "recovered" || $0 == "flushing" },
+        XCTAssertFalse(leftovers.contains { $0.hasPrefix("envelope-") || $0.hasPrefix("recovered") || $0 == "flushing" },
                        "\(label): staged files left after a clean recovery: \(leftovers)", file: file, line: line)
     }
 }
