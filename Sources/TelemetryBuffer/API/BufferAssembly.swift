@@ -71,7 +71,7 @@ struct BufferAssembly: Sendable {
                             organizationID: dsn.organizationID))
         batcher = EnvelopeBatcher(
             encoder: envelopes, reports: reports, diagnostics: diagnostics,
-            maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch)
+            maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch, maxBytes: options.maxBatchBytes)
         // Once the folder is this buffer's (locked): its folders only, whose class the files created in them take.
         for protected in [directory, URL(fileURLWithPath: folder.path), directory.appendingPathComponent("envelopes")] {
             FileSystem.protect(protected, options.fileProtection)

@@ -2,7 +2,9 @@
 /// to the transport.
 ///
 /// Logs keep their order and go `maxLogs` to an envelope; spans are grouped by trace, in order of first
-/// appearance, `maxSpans` to an envelope. (Client reports ride at upload time, see `Uploader`.)
+/// appearance, `maxSpans` to an envelope; and no envelope's payloads pass `maxBytes` together (a buffer's
+/// batch never does, but recovery publishes up to 8 MiB at once: its envelopes went past what the uploader
+/// and the protocol take). (Client reports ride at upload time, see `Uploader`.)
 struct EnvelopeBatcher: Sendable {
     /// One envelope. Its payloads point into the records it was made from.
     struct Batch {
@@ -14,6 +16,7 @@ struct EnvelopeBatcher: Sendable {
     let diagnostics: Diagnostics
     let maxLogs: Int
     let maxSpans: Int
+    let maxBytes: Int
 
     /// The envelopes for the records framed in `records`.
     func batches(_ records: UnsafeRawBufferPointer) -> [Batch] {
@@ -44,11 +47,11 @@ struct EnvelopeBatcher: Sendable {
             diagnostics.log(.error, "\(scan.discardedBytes) buffered bytes were not valid records and were skipped")
         }
 
-        var batches = logs.chunks(of: maxLogs).map { chunk in
+        var batches = logs.chunks(of: maxLogs, bytes: maxBytes).map { chunk in
             Batch(parts: encoder.logs(chunk))
         }
         for trace in traces {
-            for chunk in spans[trace]!.chunks(of: maxSpans) {
+            for chunk in spans[trace]!.chunks(of: maxSpans, bytes: maxBytes) {
                 batches.append(Batch(parts: encoder.spans(chunk, trace: trace)))
             }
         }
@@ -90,9 +93,22 @@ struct EnvelopeBatcher: Sendable {
     }
 }
 
-extension Array {
-    /// Consecutive slices of at most `size` elements.
-    func chunks(of size: Int) -> [[Element]] {
-        stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
+extension Array where Element == UnsafeRawBufferPointer {
+    /// Consecutive runs of at most `size` payloads whose container item, `{"items":[p1,p2,…]}`, takes at
+    /// most `bytes` bytes (a payload larger than that alone).
+    func chunks(of size: Int, bytes: Int) -> [[Element]] {
+        // The container's 12 bytes around the payloads, and a comma between two.
+        let budget = bytes - 11
+        var chunks: [[Element]] = [], chunk: [Element] = [], used = 0
+        for payload in self {
+            if !chunk.isEmpty, chunk.count == size || used + payload.count + 1 > budget {
+                chunks.append(chunk)
+                (chunk, used) = ([], 0)
+            }
+            chunk.append(payload)
+            used += payload.count + 1
+        }
+        if !chunk.isEmpty { chunks.append(chunk) }
+        return chunks
     }
 }

@@ -78,11 +78,17 @@ enum BufferFile: Hashable, Sendable {
         guard self.name == name else { return nil }
     }
 
-    /// The largest number a numbered file's name may carry (`spare-N`, `detected-termination-N`, …). New
-    /// numbers follow the largest one in use, so one planted near `Int.max` trapped on overflow, and one
-    /// past what names read back as would have made the next file a stranger's: past 2^30, a name is not
-    /// the buffer's, and 2^30 successors stay readable.
+    /// The largest number a numbered file's name may carry (`spare-N`, `detected-termination-N`, …): past
+    /// it, a name is not the buffer's. (One planted near `Int.max` trapped when the next number was taken.)
     static let largestNumber = 1 << 30
+
+    /// `count` numbers no name in `taken` carries: those after the largest, or, where they would pass
+    /// `largestNumber` (a name written past it would read back as a stranger's), the smallest free ones.
+    static func freshNumbers(_ count: Int, taken: Set<Int>) -> [Int] {
+        let first = (taken.max() ?? -1) + 1
+        if first + count - 1 <= largestNumber { return Array(first..<first + count) }
+        return Array((0...largestNumber).lazy.filter { !taken.contains($0) }.prefix(count))
+    }
 
     /// The index of a staged envelope.
     var stagedIndex: UInt64? {

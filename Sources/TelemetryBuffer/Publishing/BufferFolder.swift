@@ -5,7 +5,7 @@ import Foundation
 ///
 /// ```
 /// crash-safe-list-1, -2     mapped lists (DoubleRotatingBuffer)      cache, flushing   (FileStreamCache)
-/// async-io-cache-1, -2      their background copies                  recovered         (start-up recovery)
+/// async-io-cache-1, -2      their background copies                  recovered(-N)     (start-up recovery)
 /// awaiting-sync-x           a published list's copy, until synced    envelope-x        staged envelopes
 /// spare-x                   such a copy emptied, for reuse           boot              the boot they are from
 /// detected-termination-x    lists written by the crash handler
@@ -77,8 +77,7 @@ final class BufferFolder: @unchecked Sendable {
         let taken = ((try? names()) ?? []).compactMap { name in
             if case .detectedTermination(let number) = BufferFile(name: name) { number } else { nil }
         }
-        let first = (taken.max() ?? -1) + 1
-        return (first..<first + count).map { BufferFile.detectedTermination($0).name }
+        return BufferFile.freshNumbers(count, taken: Set(taken)).map { BufferFile.detectedTermination($0).name }
     }
 
     /// Until recovery has dealt with what earlier processes left (`nil` after): the envelope ranges their

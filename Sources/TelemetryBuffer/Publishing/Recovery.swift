@@ -166,7 +166,14 @@ enum Recovery {
         try folder.sync()
         Failpoint.recoveryRemoved.hit()
 
-        for part in 0..<parts { try publishRecovered(part, folder: folder, batcher: batcher) }
+        // Each part stays, `captured`, until all are published: its marker names its staged envelopes, which
+        // a crash in a later part's publication would otherwise leave as orphans, judged by their bytes.
+        for part in 0..<parts {
+            try publishRecovered(part, folder: folder, batcher: batcher)
+            Failpoint.recoveryPartDone.hit()
+        }
+        for part in 0..<parts { folder.remove(BufferFile.recovered(part).name) }
+        if parts > 0 { try folder.sync() }
         report.envelopes = try folder.stagedEnvelopes().count
         return report
     }
@@ -269,7 +276,8 @@ enum Recovery {
         report.envelopes = try folder.stagedEnvelopes().count
     }
 
-    /// Publishes a part of what recovery gathered as staged envelopes, guarded by its marker, then removes it.
+    /// Publishes a part of what recovery gathered as staged envelopes, guarded by its marker (the caller
+    /// removes it).
     private static func publishRecovered(_ part: Int, folder: BufferFolder, batcher: EnvelopeBatcher) throws {
         let name = BufferFile.recovered(part).name
         guard let file = try FramedFile.read(folder: folder.path, name: name) else { return }
@@ -279,8 +287,6 @@ enum Recovery {
                 try FramedFile.mark($0, name: name, in: folder)
             }.sync()
         }
-        folder.remove(name)
-        try folder.sync()
     }
 
 }

@@ -85,8 +85,18 @@ final class AsyncIOCache {
             moved = true
         }
         try Failpoint.retireRestartFails.failIfArmed("open", path)
-        if let spare, rename(spare, path) != 0 { throw FileSystem.error("rename", spare) }
-        let fresh = try Self.create(path, truncating: spare == nil)
+        let fresh: FileDescriptor
+        if let spare {
+            // Made ready under its own name, then moved into place: a kill in between leaves a spare, never a
+            // cache holding the spare's old records.
+            fresh = try Self.create(spare, truncating: false)
+            guard rename(spare, path) == 0 else {
+                fresh.close()
+                throw FileSystem.error("rename", spare)
+            }
+        } else {
+            fresh = try Self.create(path)
+        }
         fd.close()
         fd = fresh
         moved = false

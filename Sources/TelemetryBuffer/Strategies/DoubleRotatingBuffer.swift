@@ -49,8 +49,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got.
     private typealias Published = (envelopes: UnsyncedFiles, copy: String)
     /// Names the next retired IO cache, `awaiting-sync-x`, and later its spare, `spare-x`; `nil` until the
-    /// first publication, which looks for the spares earlier processes left (off the creating thread).
+    /// first publication, which looks for the spares earlier processes left (off the creating thread), and
+    /// whenever the folder must say which number is free.
     private var retired: Int?
+    /// Whether the first publication has looked for spares earlier processes left.
+    private var sparesFound = false
     /// The list whose envelopes are staged (its marker says `captured`) but whose IO cache could not be
     /// retired, with what its publication made: the next forward retries only the retirement, since
     /// staging the list again would publish its items twice. Background queue only.
@@ -218,23 +221,30 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// `awaiting-sync-x` for the next retired IO cache; the first call looks for the spares earlier
     /// processes left.
     private func nextCopyName() -> String {
-        let number = retired ?? {
-            let names = (try? folder.names()) ?? []
-            // Only regular files of ours are spares; a number any entry holds (a link, a directory) is
-            // never chosen, since renaming onto it would fail every time.
+        if let number = retired {
+            retired = number < BufferFile.largestNumber ? number + 1 : nil
+            return BufferFile.awaitingSync(number).name
+        }
+        let names = (try? folder.names()) ?? []
+        if !sparesFound {
+            // Only regular files of ours are spares; a number any entry holds (a link, a directory) is never
+            // chosen, since renaming onto it would fail every time.
             let spares = names.filter { name in
                 if case .spare = BufferFile(name: name) { folder.isOurs(name) } else { false }
             }
             unsynced.withLock { $0.spares += spares }
-            let taken = names.compactMap { name -> Int? in
-                switch BufferFile(name: name) {
-                case .spare(let number)?, .awaitingSync(let number)?: number
-                default: nil
-                }
+            sparesFound = true
+        }
+        let taken = Set(names.compactMap { name -> Int? in
+            switch BufferFile(name: name) {
+            case .spare(let number)?, .awaitingSync(let number)?: number
+            default: nil
             }
-            return (taken.max() ?? -1) + 1
-        }()
-        retired = number + 1
+        })
+        let number = BufferFile.freshNumbers(1, taken: taken)[0]
+        // The next one follows unless this one is a free number below others in use (the names reached
+        // `largestNumber`): then the folder says again which is free.
+        retired = number > (taken.max() ?? -1) && number < BufferFile.largestNumber ? number + 1 : nil
         return BufferFile.awaitingSync(number).name
     }
 

@@ -25,11 +25,13 @@ enum Failpoint: String, CaseIterable, Sendable {
     case publishUnsynced = "publish.unsynced"
     /// One staged envelope of several has moved into `envelopes/`.
     case moveOne = "move.one"
-    /// Recovery wrote `recovered`; the files it came from are still there.
+    /// Recovery wrote `recovered` (and its further parts); the files it came from are still there.
     case recoveryWritten = "recovery.written"
     /// Recovery removed those files; `recovered` is not published yet (it is published with the
     /// `publish.*` steps).
     case recoveryRemoved = "recovery.removed"
+    /// Recovery published one part of what it gathered; the next may follow (all are removed after the last).
+    case recoveryPartDone = "recovery.part-done"
 
     /// Recovery published a list straight from its file and removed it and its IO cache; another list may
     /// follow (the path taken after a process death, see `Recovery`).

@@ -129,6 +129,43 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "a spare holding records")
     }
 
+    /// Recovery gathers more than one part (ten copies of published lists, 10 MiB) and is killed after
+    /// publishing the first: the next start delivers every item once. The first and the last copy each hold
+    /// an item with the same bytes (same body and timestamp; distinct items, by their IDs). (Each part was
+    /// removed once published, so its staged envelopes were orphans at the next start, judged by their
+    /// bytes: the one holding the twin was removed with the 99 other items in it.)
+    func testARecoveryKilledBetweenItsPartsDeliversEveryItemOnce() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+        try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
+        let padding = String(repeating: "p", count: 1000)
+        let scratch = ByteBuffer(capacity: 4096)
+        var expected: [String] = []
+        for file in 0..<10 {
+            let copy = try AsyncIOCache(path: buffer.appendingPathComponent("awaiting-sync-\(file)").path)
+            let published = RecordRegion(recordCapacity: 1 << 20, kind: .memoryList)
+            for index in 0..<800 {
+                let body = (file == 0 || file == 9) && index == 5 ? "twin" : "f\(file) i\(index) \(padding)"
+                scratch.count = 0
+                var writer = JSONWriter(appendingTo: scratch)
+                ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
+                writer.finish()
+                published.append(category: .log, id: ItemID(nonce: 1, sequence: UInt64(file * 800 + index)),
+                                 payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
+                expected.append(body)
+            }
+            try copy.catchUp(with: published)
+        }
+        let killed = try Demo.recover(folder, .doubleRotatingBuffer, failpoint: .recoveryPartDone)
+        XCTAssertEqual(killed.status, -SIGKILL, "the first part must have been published")
+        let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
+        let bodies = try logBodies(in: envelopes)
+        XCTAssertTrue(bodies.sorted() == expected.sorted(), "\(bodies.count) delivered of \(expected.count)")
+    }
+
     /// A deferred sync that fails (an `fsync` error, injected): the copies of what it was to make durable
     /// stay, no longer dated to this boot, so recovery publishes what they hold again rather than trusting
     /// envelopes whose bytes may never reach the disk. Every item still arrives, some perhaps twice.

@@ -182,11 +182,14 @@ final class StorageTests: XCTestCase {
             try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
             let strays = ["envelope-18446744073709551615", "recovering-9223372036854775807-cache",
                           "detected-termination-9223372036854775807", "spare-9223372036854775807",
-                          "awaiting-sync-1073741825"]
+                          "awaiting-sync-1073741999"]
             for name in strays {
                 XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/" + name, contents: Data("x".utf8)))
             }
-            let directories = ["detected-termination-9223372036854774000", "awaiting-sync-9223372036854775000"]
+            // At the largest number a name may carry: the next ones must not pass it.
+            XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/spare-1073741824", contents: nil))
+            let directories = ["detected-termination-9223372036854774000", "awaiting-sync-9223372036854775000",
+                               "detected-termination-1073741824"]
             for name in directories {
                 try FileManager.default.createDirectory(atPath: bufferFolder + "/" + name, withIntermediateDirectories: false)
             }
@@ -202,6 +205,10 @@ final class StorageTests: XCTestCase {
             XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<3).map { "still works \($0)" }, "\(strategy)")
             let left = Set(try FileManager.default.contentsOfDirectory(atPath: bufferFolder))
             XCTAssertTrue(left.isSuperset(of: strays + directories), "\(strategy): \(left)")
+            let unreadable = left.subtracting(strays + directories).filter { name in
+                name.split(separator: "-").last.flatMap { Int($0) }.map { $0 > BufferFile.largestNumber } ?? false
+            }
+            XCTAssertEqual(unreadable, [], "\(strategy): files named past what reads back")
             try FileManager.default.removeItem(at: buffer.directory)
         }
     }
@@ -313,6 +320,35 @@ final class StorageTests: XCTestCase {
         XCTAssertTrue(bodies == expected, "\(bodies.count) of \(expected.count) published, in order: \(bodies.elementsEqual(expected.prefix(bodies.count)))")
         let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
         XCTAssertFalse(left.contains { $0.hasPrefix("recover") || $0.hasPrefix("awaiting-sync-") }, "\(left)")
+    }
+
+    /// Recovery publishes up to 8 MiB at once, more than a buffer's batch: its envelopes still keep their
+    /// item within `maxBatchBytes` (100 logs of 20 KB: 2 MB in one item before, which the uploader deletes
+    /// as larger than any envelope, and the protocol's 1 MiB item limit refuses).
+    func testRecoveredEnvelopesKeepTheirItemWithinTheBatchBytes() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let copy = try AsyncIOCache(path: bufferFolder + "/awaiting-sync-0")
+        let published = RecordRegion(recordCapacity: 4 << 20, kind: .memoryList)
+        let scratch = ByteBuffer(capacity: 32 << 10)
+        let bodies = (0..<100).map { "l\($0) " + String(repeating: "x", count: 20_000) }
+        for (index, body) in bodies.enumerated() {
+            scratch.count = 0
+            var writer = JSONWriter(appendingTo: scratch)
+            ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
+            writer.finish()
+            published.append(category: .log, id: ItemID(nonce: 1, sequence: UInt64(index)),
+                             payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
+        }
+        try copy.catchUp(with: published)
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxCacheBytes = 1 << 30 })
+        XCTAssertEqual(buffer.recovery.items, 100)
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), bodies)
+        let envelopes = try walkEnvelopes(in: buffer.envelopesDirectory)
+        XCTAssertGreaterThan(envelopes.count, 1)
+        for envelope in envelopes {
+            for item in envelope.items { XCTAssertLessThanOrEqual(item.payload.count, 1 << 20) }
+        }
     }
 
     /// A heap region gives the pages past its records back (memory pressure): none of them is resident

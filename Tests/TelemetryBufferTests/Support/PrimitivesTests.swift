@@ -117,4 +117,18 @@ final class BufferFileTests: XCTestCase {
         }
         XCTAssertEqual(files.filter(\.holdsRecords).count, 8)
     }
+
+    /// New numbers follow the largest in use, and never pass what a name may carry: there, the smallest
+    /// free ones are taken instead (a copy named past it would read back as a stranger's: never recovered).
+    func testFreshNumbersNeverPassTheLargestANameMayCarry() {
+        let largest = BufferFile.largestNumber
+        XCTAssertEqual(BufferFile.freshNumbers(2, taken: []), [0, 1])
+        XCTAssertEqual(BufferFile.freshNumbers(2, taken: [0, 3]), [4, 5])
+        XCTAssertEqual(BufferFile.freshNumbers(1, taken: [largest - 1]), [largest])
+        XCTAssertEqual(BufferFile.freshNumbers(2, taken: [0, 2, largest - 1]), [1, 3])
+        XCTAssertEqual(BufferFile.freshNumbers(3, taken: [1, largest]), [0, 2, 3])
+        for number in BufferFile.freshNumbers(3, taken: [largest]) {
+            XCTAssertEqual(BufferFile(name: BufferFile.awaitingSync(number).name), .awaitingSync(number))
+        }
+    }
 }
