@@ -39,8 +39,9 @@ struct ForwardingOutbox: Outbox {
         for path in paths {
             let bytes: [UInt8]
             do {
-                // Recovery can stage one envelope per trace from up to a `recovered` file's worth of spans:
-                // bounded by that, not by an upload's 2 MiB.
+                // Recovery by an earlier version could stage one envelope per trace from up to a `recovered`
+                // file's worth of spans (now each keeps within `maxBatchBytes`): bounded by that, not by an
+                // upload's 2 MiB.
                 guard let read = try FileSystem.readFile(path, prefix: 0, limit: FileSystem.maxFramedFileBytes + FileSystem.maxEnvelopeBytes,
                                                          length: { _ in .max })
                 else { continue }

@@ -16,8 +16,8 @@
 /// Otherwise (a crash handler's files, a stream cache, a list missing what its cache holds) the remaining
 /// items are deduplicated by item ID, put in order of arrival, written as `recovered` (and `recovered-N`
 /// parts past 8 MiB; each an atomic rename: the commit point), the claimed files are removed, and each
-/// part is published as staged envelopes with its own marker. A crash at any step leaves files the next start claims and reads to the
-/// same result: nothing lost, nothing twice.
+/// part is published as staged envelopes with its own marker. A crash at any step leaves files the next
+/// start claims and reads to the same result: nothing lost, nothing twice.
 enum Recovery {
 
     /// Renames the buffer files of earlier processes to claimed names; returns whether there is anything

@@ -107,8 +107,9 @@ final class BufferFileTests: XCTestCase {
     /// writes, are no buffer file's.
     func testNamesRoundTripAndNothingElseParses() {
         let files: [BufferFile] = [.crashSafeList(1), .asyncIOCache(2), .streamCache, .streamFlushing, .recovered(0),
-                                   .recovered(2), .detectedTermination(3), .spare(BufferFile.largestNumber), .stagedEnvelope(UInt64(UInt32.max)), .awaitingSync(4),
-                                   .spare(5), .boot, .claimed(generation: 7, .crashSafeList(2)), .claimed(generation: 0, .boot)]
+                                   .recovered(2), .detectedTermination(3), .stagedEnvelope(UInt64(UInt32.max)), .awaitingSync(4),
+                                   .spare(5), .spare(BufferFile.largestNumber), .boot,
+                                   .claimed(generation: 7, .crashSafeList(2)), .claimed(generation: 0, .boot)]
         for file in files { XCTAssertEqual(BufferFile(name: file.name), file, file.name) }
         for foreign in ["crash-safe-list-+1", "envelope-4294967296", "envelope-01", "recovering-2147483648-cache",
                         "recovering-1-unknown", "lock", ".cache.tmp", "cache2", "spare-", "recovered-0", "recovered-",
