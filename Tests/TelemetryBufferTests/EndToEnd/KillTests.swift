@@ -112,15 +112,7 @@ final class KillTests: XCTestCase {
         try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
         let spare = try AsyncIOCache(path: buffer.appendingPathComponent("spare-0").path)
         let published = RecordRegion(recordCapacity: 1 << 16, kind: .memoryList)
-        let scratch = ByteBuffer(capacity: 1024)
-        for seq in 0..<20 {
-            scratch.count = 0
-            var writer = JSONWriter(appendingTo: scratch)
-            ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test("item \(seq)"), into: &writer)
-            writer.finish()
-            published.append(category: .log, id: ItemID(nonce: 99, sequence: UInt64(seq)),
-                             payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
-        }
+        appendLogs((0..<20).map { "item \($0)" }, to: published, nonce: 99)
         try spare.catchUp(with: published)
         let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishEmptied)
         XCTAssertEqual(stress.status, -SIGKILL, "the first publication must have been reached")
@@ -140,22 +132,8 @@ final class KillTests: XCTestCase {
         let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
         try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
         let padding = String(repeating: "p", count: 1000)
-        let scratch = ByteBuffer(capacity: 4096)
-        var expected: [String] = []
-        for file in 0..<10 {
-            let copy = try AsyncIOCache(path: buffer.appendingPathComponent("awaiting-sync-\(file)").path)
-            let published = RecordRegion(recordCapacity: 1 << 20, kind: .memoryList)
-            for index in 0..<800 {
-                let body = (file == 0 || file == 9) && index == 5 ? "twin" : "f\(file) i\(index) \(padding)"
-                scratch.count = 0
-                var writer = JSONWriter(appendingTo: scratch)
-                ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
-                writer.finish()
-                published.append(category: .log, id: ItemID(nonce: 1, sequence: UInt64(file * 800 + index)),
-                                 payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
-                expected.append(body)
-            }
-            try copy.catchUp(with: published)
+        let expected = try plantPublishedCopies(in: buffer.path, files: 10) { file, index in
+            (file == 0 || file == 9) && index == 5 ? "twin" : "f\(file) i\(index) \(padding)"
         }
         let killed = try Demo.recover(folder, .doubleRotatingBuffer, failpoint: .recoveryPartDone)
         XCTAssertEqual(killed.status, -SIGKILL, "the first part must have been published")

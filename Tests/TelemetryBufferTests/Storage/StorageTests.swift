@@ -13,18 +13,6 @@ final class StorageTests: XCTestCase {
     }
 
     /// Appends logs with bodies `bodies` (IDs: `nonce`, sequence = index) to a region.
-    private func append(_ bodies: [String], to region: RecordRegion, nonce: UInt64 = 1, from start: UInt64 = 0) {
-        let buffer = ByteBuffer(capacity: 256)
-        for (index, body) in bodies.enumerated() {
-            buffer.count = 0
-            var writer = JSONWriter(appendingTo: buffer)
-            ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
-            writer.finish()
-            region.append(category: .log, id: ItemID(nonce: nonce, sequence: start + UInt64(index)),
-                          payload: buffer.bytes, payloadCRC: CRC32C.checksum(buffer.bytes))
-        }
-    }
-
     private func fileSize(_ name: String) throws -> Int {
         try FileManager.default.attributesOfItem(atPath: bufferFolder + "/" + name)[.size] as! Int
     }
@@ -34,9 +22,9 @@ final class StorageTests: XCTestCase {
         let list = RecordRegion(mapping: try MappedFile(path: directory.url.path + "/f/list", size: 4096 + 32), kind: .crashSafeList)
         let cache = try AsyncIOCache(path: directory.url.path + "/f/cache")
         XCTAssertFalse(try cache.catchUp(with: list), "nothing to copy yet")
-        append(["a", "b"], to: list)
+        appendLogs(["a", "b"], to: list)
         XCTAssertTrue(try cache.catchUp(with: list))
-        append(["c"], to: list, from: 2)
+        appendLogs(["c"], to: list, from: 2)
         XCTAssertTrue(try cache.catchUp(with: list))
         try cache.sync()
         let file = try XCTUnwrap(try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))
@@ -47,7 +35,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "retired"))?.bytes, file.bytes)
         XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))?.records.count, 0)
         try list.reset()
-        append(["d"], to: list, from: 3)
+        appendLogs(["d"], to: list, from: 3)
         XCTAssertTrue(try cache.catchUp(with: list))
         let fresh = try XCTUnwrap(try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))
         XCTAssertEqual(Array(fresh.bytes[fresh.records]), Array(list.records))
@@ -70,19 +58,19 @@ final class StorageTests: XCTestCase {
         // List 1: four records committed, the last one torn by a flipped byte, junk past the committed length.
         let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
                                 kind: .crashSafeList)
-        append(["l0", "l1", "l2", "l3"], to: list)
+        appendLogs(["l0", "l1", "l2", "l3"], to: list)
         let lastRecord = list.records.count / 4
         (list.base + 32 + list.records.count - 3).storeBytes(of: 0x21, as: UInt8.self)
         // Its IO cache copied the first two records.
         let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
         let half = RecordRegion(recordCapacity: 4096, kind: .memoryList)
-        append(["l0", "l1"], to: half)
+        appendLogs(["l0", "l1"], to: half)
         _ = try cache.catchUp(with: half)
         // A termination file of garbage, and a stream cache with one record and a torn tail.
         let garbage = (0..<500).map { _ in UInt8.random(in: 0...255) }
         try Data(garbage).write(to: URL(fileURLWithPath: bufferFolder + "/detected-termination-0"))
         let stream = RecordRegion(recordCapacity: 4096, kind: .streamCache)
-        append(["s0"], to: stream, nonce: 2)
+        appendLogs(["s0"], to: stream, nonce: 2)
         var streamBytes = Array(UnsafeRawBufferPointer(start: stream.base, count: 32 + stream.records.count))
         streamBytes += Array(streamBytes[32..<52])
         try Data(streamBytes).write(to: URL(fileURLWithPath: bufferFolder + "/cache"))
@@ -115,7 +103,7 @@ final class StorageTests: XCTestCase {
 
         // A list is read up to its committed length, not its fixed size.
         let list = RecordRegion(mapping: try MappedFile(path: directory.url.path + "/list", size: 4096 + 32), kind: .crashSafeList)
-        append(["a"], to: list)
+        appendLogs(["a"], to: list)
         let file = try XCTUnwrap(try FramedFile.read(folder: directory.url.path, name: "list"))
         XCTAssertEqual(file.bytes.count, 32 + list.records.count)
         XCTAssertEqual(file.records, 32..<32 + list.records.count)
@@ -129,7 +117,7 @@ final class StorageTests: XCTestCase {
         for (number, claimed) in [(1, UInt64(1) << 40), (2, UInt64.max)] {
             let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-\(number)", size: 4096 + 32),
                                     kind: .crashSafeList)
-            append(["a\(number)", "b\(number)", "c\(number)"], to: list, nonce: UInt64(number))
+            appendLogs(["a\(number)", "b\(number)", "c\(number)"], to: list, nonce: UInt64(number))
             (list.base + RecordFraming.committedLengthOffset).storeBytes(of: claimed.littleEndian, as: UInt64.self)
         }
 
@@ -218,10 +206,10 @@ final class StorageTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let older = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/recovering-0-crash-safe-list-1", size: 4096 + 32),
                                  kind: .crashSafeList)
-        append(["a0", "a1"], to: older, nonce: 1)
+        appendLogs(["a0", "a1"], to: older, nonce: 1)
         let newer = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-2", size: 4096 + 32),
                                  kind: .crashSafeList)
-        append(["b0"], to: newer, nonce: 2)
+        appendLogs(["b0"], to: newer, nonce: 2)
 
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.recovery.items, 3)
@@ -239,10 +227,10 @@ final class StorageTests: XCTestCase {
             try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
             let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
                                     kind: .crashSafeList)
-            append(["a0", "a1"], to: list)
+            appendLogs(["a0", "a1"], to: list)
             let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
             let copy = RecordRegion(recordCapacity: 4096, kind: .memoryList)
-            append(cached, to: copy)
+            appendLogs(cached, to: copy)
             _ = try cache.catchUp(with: copy)
 
             let buffer = try TelemetryBuffer(options: testOptions(directory))
@@ -266,12 +254,12 @@ final class StorageTests: XCTestCase {
             // The copy of a list published just before the process died: its envelopes were moved.
             let copy = try AsyncIOCache(path: bufferFolder + "/awaiting-sync-0")
             let published = RecordRegion(recordCapacity: 4096, kind: .memoryList)
-            append(["a0", "a1"], to: published)
+            appendLogs(["a0", "a1"], to: published)
             try copy.catchUp(with: published)
             // A list that died `captured`, its envelope already moved (and sent).
             let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
                                     kind: .crashSafeList)
-            append(["b0"], to: list, nonce: 2)
+            appendLogs(["b0"], to: list, nonce: 2)
             try list.mark(.init(state: .captured, firstEnvelope: 5, envelopeCount: 1))
             if let boot { try Data(boot.utf8).write(to: URL(fileURLWithPath: bufferFolder + "/boot")) }
 
@@ -293,23 +281,7 @@ final class StorageTests: XCTestCase {
     func testRecoveryPublishesMoreThanOneFramedFileHolds() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let padding = String(repeating: "p", count: 1000)
-        let scratch = ByteBuffer(capacity: 4096)
-        var expected: [String] = []
-        for file in 0..<10 {
-            let copy = try AsyncIOCache(path: bufferFolder + "/awaiting-sync-\(file)")
-            let published = RecordRegion(recordCapacity: 1 << 20, kind: .memoryList)
-            for index in 0..<800 {
-                let body = "f\(file) i\(index) \(padding)"
-                scratch.count = 0
-                var writer = JSONWriter(appendingTo: scratch)
-                ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
-                writer.finish()
-                published.append(category: .log, id: ItemID(nonce: 1, sequence: UInt64(file * 800 + index)),
-                                 payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
-                expected.append(body)
-            }
-            try copy.catchUp(with: published)
-        }
+        let expected = try plantPublishedCopies(in: bufferFolder, files: 10) { "f\($0) i\($1) \(padding)" }
         let buffer = try TelemetryBuffer(options: testOptions(directory) {
             $0.maxCachedEnvelopes = 1000
             $0.maxCacheBytes = 1 << 30
@@ -329,16 +301,8 @@ final class StorageTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let copy = try AsyncIOCache(path: bufferFolder + "/awaiting-sync-0")
         let published = RecordRegion(recordCapacity: 4 << 20, kind: .memoryList)
-        let scratch = ByteBuffer(capacity: 32 << 10)
         let bodies = (0..<100).map { "l\($0) " + String(repeating: "x", count: 20_000) }
-        for (index, body) in bodies.enumerated() {
-            scratch.count = 0
-            var writer = JSONWriter(appendingTo: scratch)
-            ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
-            writer.finish()
-            published.append(category: .log, id: ItemID(nonce: 1, sequence: UInt64(index)),
-                             payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
-        }
+        appendLogs(bodies, to: published)
         try copy.catchUp(with: published)
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxCacheBytes = 1 << 30 })
         XCTAssertEqual(buffer.recovery.items, 100)
@@ -356,7 +320,7 @@ final class StorageTests: XCTestCase {
     func testAHeapRegionGivesItsUnusedPagesBack() throws {
         let capacity = 1 << 20
         let region = RecordRegion(recordCapacity: capacity, kind: .memoryList)
-        append((0..<2000).map { "item \($0) " + String(repeating: "x", count: 150) }, to: region)
+        appendLogs((0..<2000).map { "item \($0) " + String(repeating: "x", count: 150) }, to: region)
         XCTAssertGreaterThan(region.records.count, capacity / 2)
         func residentPages() -> Int {
             let page = Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -370,7 +334,7 @@ final class StorageTests: XCTestCase {
         try region.reset()
         region.releaseUnusedPages(after: region.recordBytes)
         XCTAssertEqual(residentPages(), 0)
-        append(["after"], to: region)
+        appendLogs(["after"], to: region)
         var bodies: [String] = []
         RecordFraming.forEachRecord(in: region.records) { record in
             bodies.append(String(decoding: record.payload, as: UTF8.self))
@@ -623,16 +587,21 @@ final class StorageTests: XCTestCase {
                                       maxLogs: 1_000_000, maxSpans: 1_000_000)
         let adders = 2, perAdder = 50_000
         let accepted = Locked(0), addersDone = Locked(0)
-        let forwarded = Locked((ids: Set<ItemID>(), items: 0, discarded: 0))
+        let forwarded = Locked((ids: Set<ItemID>(), items: 0, discarded: 0, forwards: 0))
         let finished = DispatchGroup()
         for adder in 0..<adders {
             finished.enter()
             Thread {
                 let payload = Array(("{\"body\":\"adder \(adder)\"" + String(repeating: " ", count: 40 * adder) + "}").utf8)
-                var mine = 0
+                var mine = 0, attempts = 0
                 payload.withUnsafeBytes { bytes in
                     let item = EncodedItem(category: .log, payload: bytes, payloadCRC: CRC32C.checksum(bytes), traceID: nil)
-                    for _ in 0..<perAdder { if case .accepted = regions.append(item) { mine += 1 } }
+                    // At least `perAdder` adds, and on until the forwarder has taken 20 regions while they add
+                    // (on a loaded machine it may get few turns: a count of items forwarded failed there).
+                    while attempts < perAdder || (attempts % 1000 != 0 || forwarded.withLock { $0.forwards } < 20) {
+                        if case .accepted = regions.append(item) { mine += 1 }
+                        attempts += 1
+                    }
                 }
                 accepted.withLock { $0 += mine }
                 addersDone.withLock { $0 += 1 }
@@ -649,14 +618,13 @@ final class StorageTests: XCTestCase {
                 let scan = RecordFraming.forEachRecord(in: batch.records) { record in
                     forwarded.withLock { $0.items += 1; $0.ids.insert(record.id) }
                 }
-                forwarded.withLock { $0.discarded += scan.discardedBytes }
+                forwarded.withLock { $0.discarded += scan.discardedBytes; $0.forwards += 1 }
                 try? regions.endForwarding()
             }
             finished.leave()
         }.start()
         XCTAssertEqual(finished.wait(timeout: .now() + 60), .success, "the adders and the forwarder finish")
         let seen = forwarded.withLock { $0 }
-        XCTAssertGreaterThan(seen.items, 20 * (16 << 10) / 100, "many forwards while the adders add")
         XCTAssertEqual(seen.discarded, 0, "no forward found a torn record")
         XCTAssertEqual(seen.items, accepted.withLock { $0 }, "every accepted item forwarded")
         XCTAssertEqual(seen.ids.count, seen.items, "none twice")

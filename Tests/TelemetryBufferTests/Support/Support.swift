@@ -100,6 +100,34 @@ struct WalkError: Error, CustomStringConvertible {
 }
 
 /// Every envelope in a folder, oldest first, each checked by the strict walk.
+/// Appends a record per body to `region`, each a log encoded without defaults (IDs `nonce`, `start`, `start + 1`…).
+func appendLogs(_ bodies: [String], to region: RecordRegion, nonce: UInt64 = 1, from start: UInt64 = 0) {
+    for (index, body) in bodies.enumerated() {
+        let scratch = ByteBuffer(capacity: body.utf8.count + 512)
+        var writer = JSONWriter(appendingTo: scratch)
+        ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
+        writer.finish()
+        region.append(category: .log, id: ItemID(nonce: nonce, sequence: start + UInt64(index)),
+                      payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
+    }
+}
+
+/// Plants `files` copies of published lists (`awaiting-sync-N`, about 1 MiB each: 800 logs of `body(file,
+/// index)`, one lifetime's consecutive IDs) in `folder`, as a process whose syncs failed leaves them;
+/// returns the bodies in order.
+func plantPublishedCopies(in folder: String, files: Int, body: (Int, Int) -> String) throws -> [String] {
+    var planted: [String] = []
+    for file in 0..<files {
+        let copy = try AsyncIOCache(path: folder + "/awaiting-sync-\(file)")
+        let published = RecordRegion(recordCapacity: 1 << 20, kind: .memoryList)
+        let bodies = (0..<800).map { body(file, $0) }
+        appendLogs(bodies, to: published, from: UInt64(file * 800))
+        try copy.catchUp(with: published)
+        planted += bodies
+    }
+    return planted
+}
+
 func walkEnvelopes(in folder: URL) throws -> [WalkedEnvelope] {
     let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [])
         .filter { $0.hasSuffix(".envelope") }.sorted()
