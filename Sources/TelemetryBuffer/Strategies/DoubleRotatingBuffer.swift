@@ -209,7 +209,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             }
         } catch {
             unretired = (index, published)
-            if let spare, FileManager.default.fileExists(atPath: folder.path + "/" + spare) {
+            // Kept for another try only while it is still a regular file of ours: one swapped for a link or a
+            // FIFO since would fail every retirement after.
+            if let spare, folder.isOurs(spare) {
                 unsynced.withLock { $0.spares.append(spare) }
             }
             throw error

@@ -366,6 +366,30 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    /// A spare of ours swapped for a link after the buffer took note of it: the retirement that would reuse
+    /// it fails once (the link is not followed), the spare is dropped, and the next forward retires into a
+    /// new file. (It was kept for another try while the name existed, or moved into the cache's place
+    /// before: every later retirement failed, and the list's items never went out.)
+    func testASpareSwappedForALinkIsDroppedNotRetriedForever() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 0)
+        buffer.add(log: .test("first"))
+        buffer.flush()
+        let spare = bufferFolder + "/spare-0"
+        eventually { FileManager.default.fileExists(atPath: spare) }
+        let outside = directory.url.appendingPathComponent("outside").path
+        _ = FileManager.default.createFile(atPath: outside, contents: Data("keep".utf8))
+        try FileManager.default.removeItem(atPath: spare)
+        try FileManager.default.createSymbolicLink(atPath: spare, withDestinationPath: outside)
+        for round in 0..<3 {
+            buffer.add(log: .test("r\(round)"))
+            buffer.flush()
+        }
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["first", "r0", "r1", "r2"])
+        XCTAssertEqual(try String(contentsOfFile: outside, encoding: .utf8), "keep")
+    }
+
     /// A forward that fails after the list's envelopes are staged (its IO cache cannot be retired) must not
     /// stage the list again when the next forward retries.
     func testAFailedRetirementIsRetriedWithoutPublishingTheListTwice() throws {
