@@ -167,6 +167,10 @@ func threads(_ count: Int, pairs: Int, logs: Bool) {
         var arrived = 0
         var go: UInt64 = 0
         var cap = 0
+        var starts: [UInt64] = []
+        var ends: [UInt64] = []
+        var added: [Int] = []
+
         /// `go` once it is set, polled with `try()`: a thread that waited on the lock would sleep on it and
         /// start late.
         func start() -> UInt64 {
@@ -176,9 +180,6 @@ func threads(_ count: Int, pairs: Int, logs: Bool) {
                 if go != 0 { return go }
             }
         }
-        var starts: [UInt64] = []
-        var ends: [UInt64] = []
-        var added: [Int] = []
     }
     let one = makeBuffer(.doubleRotatingBuffer)
     let buffers = (0..<count).map { separate ? makeBuffer(.doubleRotatingBuffer, name: "-\($0)") : one }
@@ -263,7 +264,7 @@ func threads(_ count: Int, pairs: Int, logs: Bool) {
           "\(Int(median(alone))) and \(Int(median(together))) adds/s in all; \(count) threads ÷ one " +
           String(format: "%.2f× (median of pairs; quartiles %.2f–%.2f; %.0f %% of pairs ≥ 1.5×)",
                  median(ratios), sorted[pairs / 4], sorted[pairs * 3 / 4], 100 * Double(ratios.filter { $0 >= 1.5 }.count) / Double(pairs)) +
-          ", starts \(Int(median(skew))) ns apart, \(capped) stopped at the cap")
+          ", starts \(skew.isEmpty ? 0 : Int(median(skew))) ns apart, \(capped) stopped at the cap")
 }
 
 /// One lock all threads share and the counter it guards, in a block of their own: the counter on the
