@@ -12,7 +12,8 @@ extension TelemetryBuffer {
         /// The buffer files read.
         public var files: [String] = []
         /// Claimed files that are not the buffer's after all (a link, a FIFO, another user's file, one larger
-        /// than any the buffer writes): left where they are, under their claimed names.
+        /// than any the buffer writes), or that a later version of it wrote: left where they are, under their
+        /// claimed names.
         public var setAside: [String] = []
     }
 }

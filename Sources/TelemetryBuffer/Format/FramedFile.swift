@@ -13,16 +13,19 @@ struct FramedFile {
     /// Where the records start and end: lists trust their committed length, streamed files their size.
     var records: Range<Int>
 
-    /// Reads `name` in `folder`; `nil` if it does not exist or is not the buffer's (a link, a FIFO, another
-    /// user's file, one larger than `FileSystem.maxFramedFileBytes`), and throws if it exists but cannot be
-    /// read (its items are then not to be taken as gone). A file with no valid header has no records. A list is
-    /// read up to its committed length: the rest of its fixed size is stale or zeros, and a list left by a
-    /// clean exit holds nothing but its header.
+    /// Reads `name` in `folder`; `nil` if it does not exist or is not this version's (a link, a FIFO, another
+    /// user's file, one larger than `FileSystem.maxFramedFileBytes`, one a later format version wrote: an
+    /// app run again at an older version leaves that for the newer one), and throws if it exists but cannot
+    /// be read (its items are then not to be taken as gone). A file with no valid header has no records. A
+    /// list is read up to its committed length: the rest of its fixed size is stale or zeros, and a list left
+    /// by a clean exit holds nothing but its header.
     static func read(folder: String, name: String) throws -> FramedFile? {
         do {
-            return try FileSystem.readFile(folder + "/" + name, prefix: RecordFraming.headerSize,
-                                           limit: FileSystem.maxFramedFileBytes, length: usefulLength)
-                .map { FramedFile(name: name, bytes: $0) }
+            guard let bytes = try FileSystem.readFile(folder + "/" + name, prefix: RecordFraming.headerSize,
+                                                      limit: FileSystem.maxFramedFileBytes, length: usefulLength),
+                  !bytes.withUnsafeBytes(RecordFraming.isNewer(header:))
+            else { return nil }
+            return FramedFile(name: name, bytes: bytes)
         } catch is FileSystem.ForeignFile {
             return nil  // not the buffer's: left alone
         } catch is FileSystem.TooLarge {

@@ -98,6 +98,13 @@ enum RecordFraming {
         return Kind(rawValue: bytes[kindOffset])
     }
 
+    /// Whether the bytes are a header a later format version wrote: ours to leave alone, for that version
+    /// to read, not to take as damage.
+    static func isNewer(header bytes: UnsafeRawBufferPointer) -> Bool {
+        bytes.count >= headerSize && bytes.prefix(magic.count).elementsEqual(magic)
+            && UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: versionOffset, as: UInt16.self)) > version
+    }
+
     /// The committed record length a header records.
     static func committedLength(ofHeader bytes: UnsafeRawBufferPointer) -> UInt64 {
         UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: committedLengthOffset, as: UInt64.self))

@@ -274,6 +274,27 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    /// A list a later format version wrote (an app run again at an older version) is not this version's to
+    /// read: claimed and set aside under its claimed name, for the newer version, at this start and the
+    /// next. (It was taken as damage: deleted, its bytes counted as discarded, its items lost.)
+    func testAListOfALaterFormatVersionIsSetAsideNotDeleted() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
+                                kind: .crashSafeList)
+        appendLogs(["v2 a", "v2 b"], to: list)
+        list.base.storeBytes(of: (RecordFraming.version + 1).littleEndian, toByteOffset: 4, as: UInt16.self)  // the version (BufferFormat.h)
+        for start in 0..<2 {
+            let buffer = try TelemetryBuffer(options: testOptions(directory))
+            XCTAssertEqual(buffer.recovery.items, 0, "start \(start)")
+            XCTAssertEqual(buffer.recovery.discardedBytes, 0, "start \(start)")
+            XCTAssertEqual(buffer.recovery.setAside, ["recovering-0-crash-safe-list-1"], "start \(start)")
+            buffer.close()
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), [], "start \(start)")
+        }
+        let kept = try XCTUnwrap(FileManager.default.contents(atPath: bufferFolder + "/recovering-0-crash-safe-list-1"))
+        XCTAssertEqual(kept.count, 4096 + 32)
+    }
+
     /// Live items past what one framed file is read back at (8 MiB; here ten copies of published lists
     /// from another boot, as failed syncs leave them, about 1 MiB each) are all published, in order. (They
     /// were written as one `recovered` file too large to read again: nothing was published, and every
