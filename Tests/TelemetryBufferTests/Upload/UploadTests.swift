@@ -265,10 +265,14 @@ final class UploadTests: XCTestCase {
     /// (by default, once the uploader waits for a rate limit). Its wake-ups (at start, when the envelope
     /// was stored, `pacing` after the answer) run as they come, the clock moving a millisecond at a time.
     private func answeredBuffer(
-        _ server: TestServer, ready: (TelemetryBuffer) -> Bool = { if case .rateLimited = $0.stats().upload { true } else { false } }
+        _ server: TestServer, _ configure: (inout Options) -> Void = { _ in },
+        ready: (TelemetryBuffer) -> Bool = { if case .rateLimited = $0.stats().upload { true } else { false } }
     ) throws -> (TelemetryBuffer, ManualClock) {
         let clock = ManualClock()
-        let buffer = try buffer(server) { $0.clock = clock }
+        let buffer = try buffer(server) {
+            $0.clock = clock
+            configure(&$0)
+        }
         buffer.add(log: .test("limited"))
         buffer.flush()
         eventually {
@@ -309,19 +313,11 @@ final class UploadTests: XCTestCase {
     func testACoolOffLongerThanAnHourIsWaitedOutInFull() throws {
         let server = try server(TestServer.sequence([.respond(503)]))
         defer { server.stop() }
-        let clock = ManualClock()
-        let buffer = try buffer(server) {
-            $0.clock = clock
+        let (buffer, clock) = try answeredBuffer(server, {
             $0.uploadOptions.maxAttempts = 1
             $0.uploadOptions.coolOff = 7200
-        }
+        }, ready: { if case .coolingOff = $0.stats().upload { true } else { false } })
         defer { buffer.close() }
-        buffer.add(log: .test("cooled off"))
-        buffer.flush()
-        eventually {
-            clock.advance(by: 0.001)
-            if case .coolingOff = buffer.stats().upload { return true } else { return false }
-        }
         guard case .coolingOff(let until) = buffer.stats().upload else { return XCTFail() }
         let wait = until.timeIntervalSince(clock.now())
         XCTAssertTrue(wait > 7199 && wait <= 7200, "\(wait)")
@@ -363,9 +359,9 @@ final class UploadTests: XCTestCase {
             let server = try server(TestServer.sequence([.respond(429, headers: ["X-Sentry-Rate-Limits": header])]))
             defer { server.stop() }
             // Not waiting for a rate limit: before the fix there was none.
-            let (buffer, clock) = try answeredBuffer(server) { buffer in
+            let (buffer, clock) = try answeredBuffer(server, ready: { buffer in
                 server.requests.withLock { $0.count } >= 1 && buffer.stats().upload != .sending
-            }
+            })
             // Thirty times the pacing, a pacing at a time: nothing goes again.
             for _ in 0..<30 {
                 clock.advance(by: 0.1)
