@@ -6,20 +6,30 @@
 // The one definition of the framing every buffer file and in-memory region shares, read by the crash
 // handler here and imported by Swift (`RecordFraming`). All integers little-endian.
 //
-// header (32 bytes): magic "TBUF" | u16 version | u8 kind | u8 0 | u64 created (µs since 1970)
+// header (32 bytes): magic "TBUF" | u16 version | u8 kind | u8 lanes | u64 created (µs since 1970)
 //                    | u64 committed length of the records | u64 publication marker
+// lanes: a buffer with more than one lane (version 2) keeps its records in that many runs, each with its
+//        own committed length, so that threads adding at once write apart. The header then takes 64 bytes
+//        per lane: lane 0's committed length is the one above and its records follow the header; lane
+//        k ≥ 1 keeps its committed length at 64 k and where its records start at 64 k + 8. A lane count
+//        of 0 (all version 1 wrote) or 1 is one lane after the 32-byte header.
 // record (25 bytes, then the payload): u32 payload length | u32 CRC-32C | u8 category | u64 nonce | u64 sequence
 // marker: u32 first staged envelope | u16 envelope count | u8 state | u8 claim (0 on disk)
 
 enum {
-    TB_FORMAT_VERSION = 1,
+    TB_FORMAT_VERSION = 2,
     TB_HEADER_SIZE = 32,
     TB_HEADER_MAGIC_OFFSET = 0,
     TB_HEADER_VERSION_OFFSET = 4,
     TB_HEADER_KIND_OFFSET = 6,
+    TB_HEADER_LANES_OFFSET = 7,
     TB_HEADER_CREATED_OFFSET = 8,
     TB_HEADER_COMMITTED_OFFSET = 16,
     TB_HEADER_MARKER_OFFSET = 24,
+    TB_LANE_LINE = 64,
+    TB_LANE_COMMITTED_OFFSET = 0,
+    TB_LANE_START_OFFSET = 8,
+    TB_MAX_LANES = 8,
 
     TB_RECORD_HEADER_SIZE = 25,
     TB_RECORD_LENGTH_OFFSET = 0,

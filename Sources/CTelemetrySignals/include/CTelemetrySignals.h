@@ -18,6 +18,9 @@ static inline void tb_store_release_u64(uint64_t *address, uint64_t value) {
     __atomic_store_n(address, value, __ATOMIC_RELEASE);
 }
 
+/// The calling thread's lane number: handed out in turn, 0, 1, 2, …, at each thread's first call.
+unsigned tb_thread_lane(void);
+
 /// Tells the CPU that this thread is spinning (`pause` on x86, `yield` on ARM).
 static inline void tb_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -10,18 +10,19 @@ struct FramedFile {
     var publication: RecordFraming.Publication
     /// Header and records as read.
     var bytes: [UInt8]
-    /// Where the records start and end: lists trust their committed length, streamed files their size.
-    var records: Range<Int>
+    /// Where each lane's records lie: lists trust their header's lanes and committed lengths, streamed
+    /// files (one lane) their size.
+    var records: [Range<Int>]
 
     /// Reads `name` in `folder`; `nil` if it does not exist or is not this version's (a link, a FIFO, another
     /// user's file, one larger than `FileSystem.maxFramedFileBytes`, one a later format version wrote: an
     /// app run again at an older version leaves that for the newer one), and throws if it exists but cannot
     /// be read (its items are then not to be taken as gone). A file with no valid header has no records. A
-    /// list is read up to its committed length: the rest of its fixed size is stale or zeros, and a list left
-    /// by a clean exit holds nothing but its header.
+    /// list is read up to its last lane's committed length: the rest of its fixed size is stale or zeros,
+    /// and a list left by a clean exit holds nothing but its header.
     static func read(folder: String, name: String) throws -> FramedFile? {
         do {
-            guard let bytes = try FileSystem.readFile(folder + "/" + name, prefix: RecordFraming.headerSize,
+            guard let bytes = try FileSystem.readFile(folder + "/" + name, prefix: RecordFraming.maxHeaderSize,
                                                       limit: FileSystem.maxFramedFileBytes, length: usefulLength),
                   !bytes.withUnsafeBytes(RecordFraming.isNewer(header:))
             else { return nil }
@@ -54,33 +55,40 @@ struct FramedFile {
     private init(name: String, bytes: [UInt8]) {
         self.name = name
         self.bytes = bytes
-        let header = bytes.withUnsafeBytes { RecordFraming.kind(ofHeader: $0) }
-        kind = header
-        guard header != nil else {
+        let header = bytes.withUnsafeBytes { raw in
+            RecordFraming.kind(ofHeader: raw).flatMap { kind in
+                Self.isList(kind) ? RecordFraming.laneRecords(ofHeader: raw, available: raw.count).map { (kind, $0) }
+                    : (kind, [RecordFraming.headerSize..<max(RecordFraming.headerSize, raw.count)])
+            }
+        }
+        guard let header else {
+            kind = nil
             created = 0
             publication = .idle
-            records = 0..<0
+            records = []
             return
         }
-        // The read stopped at a list's committed length, so every kind's records end with the bytes read.
+        (kind, records) = header
         (created, publication) = bytes.withUnsafeBytes { raw in
             (UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: RecordFraming.createdOffset, as: UInt64.self)), RecordFraming.Publication(header: raw))
         }
-        records = RecordFraming.headerSize..<max(RecordFraming.headerSize, bytes.count)
     }
 
-    /// How many bytes of a file that starts with `header` are worth reading: a list's header and committed
-    /// records, any other file whole.
+    /// Whether files of `kind` have a fixed size and say in their header how much of it holds records.
+    private static func isList(_ kind: RecordFraming.Kind) -> Bool { kind == .crashSafeList || kind == .memoryList }
+
+    /// How many bytes of a file that starts with `header` (up to `maxHeaderSize` bytes of it) are worth
+    /// reading: a list's header and its lanes' committed records, any other file whole.
     private static func usefulLength(header: UnsafeRawBufferPointer) -> Int {
-        guard let kind = RecordFraming.kind(ofHeader: header), kind == .crashSafeList || kind == .memoryList else { return .max }
-        // A corrupt length, up to UInt64.max, reads the file to its end.
-        let committed = Int(clamping: RecordFraming.committedLength(ofHeader: header))
-        return committed > Int.max - RecordFraming.headerSize ? .max : RecordFraming.headerSize + committed
+        guard let kind = RecordFraming.kind(ofHeader: header), isList(kind) else { return .max }
+        // A corrupt length, up to UInt64.max, reads the file to its end; damaged lanes, the header only.
+        guard let lanes = RecordFraming.laneRecords(ofHeader: header, available: .max) else { return 0 }
+        return lanes.last!.upperBound
     }
 
-    /// Calls `body` with the longest valid prefix of the records; returns the scan.
-    func withRecords<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
-        try bytes.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[records])) }
+    /// Calls `body` with the records of each lane, read to the file's end at most.
+    func withRecords<T>(_ body: (RecordLanes) throws -> T) rethrows -> T {
+        try bytes.withUnsafeBytes { raw in try body(RecordLanes(records.map { UnsafeRawBufferPointer(rebasing: raw[$0]) })) }
     }
 
     /// Writes a complete framed file atomically and durably.

@@ -4,10 +4,14 @@ import CTelemetrySignals
 /// `BufferFormat.h` (which the crash handler reads too; `FormatAgreementTests` checks the two agree):
 ///
 /// ```
-/// header (32 bytes): magic "TBUF" | u16 version | u8 kind | u8 0 | u64 created (µs since 1970)
+/// header (32 bytes): magic "TBUF" | u16 version | u8 kind | u8 lanes | u64 created (µs since 1970)
 ///                    | u64 committed length of the records | publication marker (8 bytes)
 /// record:            u32 payload length | u32 CRC-32C | u8 category | 16-byte item ID | payload (JSON)
 /// ```
+/// A buffer with more than one lane (the crash-safe list, version 2) keeps its records in that many runs,
+/// each with its own committed length, so that threads adding at once write apart (see `Lanes`): its header
+/// takes 64 bytes per lane, lane k ≥ 1 keeping its committed length at 64 k and its start at 64 k + 8.
+/// Version 1 wrote one lane; both versions read.
 /// All integers little-endian (the committed length is stored natively by an atomic release store; every
 /// supported CPU is little-endian). The CRC covers the payload, then the length, category and ID, so a
 /// record torn anywhere, or a header pointing past the written bytes, fails the check.
@@ -18,10 +22,14 @@ enum RecordFraming {
     static let headerSize = Int(TB_HEADER_SIZE)
     static let recordHeaderSize = Int(TB_RECORD_HEADER_SIZE)
     static let version = UInt16(TB_FORMAT_VERSION)
+    /// The most lanes a buffer may have, and the header bytes that takes.
+    static let maxLanes = Int(TB_MAX_LANES)
+    static let maxHeaderSize = maxLanes * Int(TB_LANE_LINE)
     static let committedLengthOffset = Int(TB_HEADER_COMMITTED_OFFSET)
     static let publicationOffset = Int(TB_HEADER_MARKER_OFFSET)
     private static let versionOffset = Int(TB_HEADER_VERSION_OFFSET)
     private static let kindOffset = Int(TB_HEADER_KIND_OFFSET)
+    private static let lanesOffset = Int(TB_HEADER_LANES_OFFSET)
     static let createdOffset = Int(TB_HEADER_CREATED_OFFSET)
     private static let magic = withUnsafeBytes(of: tb_header_magic) { Array($0) }
 
@@ -81,21 +89,61 @@ enum RecordFraming {
         }
     }
 
-    /// Writes a fresh header with no records.
-    static func writeHeader(kind: Kind, createdMicros: UInt64, to base: UnsafeMutableRawPointer) {
-        base.initializeMemory(as: UInt8.self, repeating: 0, count: headerSize)
+    /// Writes a fresh header with no records, for one lane or, given their starts, several.
+    static func writeHeader(kind: Kind, createdMicros: UInt64, laneStarts: [Int] = [], to base: UnsafeMutableRawPointer) {
+        let lanes = max(1, laneStarts.count)
+        base.initializeMemory(as: UInt8.self, repeating: 0, count: headerSize(lanes: lanes))
         for (offset, byte) in magic.enumerated() { base.storeBytes(of: byte, toByteOffset: offset, as: UInt8.self) }
         base.storeBytes(of: version.littleEndian, toByteOffset: versionOffset, as: UInt16.self)
         base.storeBytes(of: kind.rawValue, toByteOffset: kindOffset, as: UInt8.self)
+        base.storeBytes(of: UInt8(lanes), toByteOffset: lanesOffset, as: UInt8.self)
         base.storeBytes(of: createdMicros.littleEndian, toByteOffset: createdOffset, as: UInt64.self)
+        for (lane, start) in laneStarts.enumerated().dropFirst() {
+            base.storeBytes(of: UInt64(start).littleEndian, toByteOffset: startOffset(lane: lane), as: UInt64.self)
+        }
     }
+
+    /// The header bytes of a buffer with `lanes` lanes: 32 for one, a cache line per lane for more.
+    static func headerSize(lanes: Int) -> Int { lanes <= 1 ? headerSize : lanes * Int(TB_LANE_LINE) }
+
+    /// Where a lane's committed length lies in the header: lane 0's is the header's own.
+    static func committedOffset(lane: Int) -> Int {
+        lane == 0 ? committedLengthOffset : lane * Int(TB_LANE_LINE) + Int(TB_LANE_COMMITTED_OFFSET)
+    }
+
+    /// Where the header records a lane's start (lanes 1 and up; lane 0 follows the header).
+    private static func startOffset(lane: Int) -> Int { lane * Int(TB_LANE_LINE) + Int(TB_LANE_START_OFFSET) }
 
     /// The kind recorded in a header, or `nil` if the bytes are not a header this version reads.
     static func kind(ofHeader bytes: UnsafeRawBufferPointer) -> Kind? {
         guard bytes.count >= headerSize, bytes.prefix(magic.count).elementsEqual(magic),
-              UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: versionOffset, as: UInt16.self)) == version
+              (1...version).contains(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: versionOffset, as: UInt16.self)))
         else { return nil }
         return Kind(rawValue: bytes[kindOffset])
+    }
+
+    /// The bytes of each lane's committed records (offsets into the buffer) that a list's header records,
+    /// within the first `available` bytes, in lane order; `nil` for a header whose lanes do not add up
+    /// (more than `maxLanes`, a lane table cut short, a lane starting no later than the one before it:
+    /// crafted or damaged). A committed length runs no further than the next lane's start, so no byte is
+    /// read as two lanes'.
+    static func laneRecords(ofHeader bytes: UnsafeRawBufferPointer, available: Int) -> [Range<Int>]? {
+        guard kind(ofHeader: bytes) != nil else { return nil }
+        let lanes = max(1, Int(bytes[lanesOffset]))
+        let header = headerSize(lanes: lanes)
+        guard lanes <= maxLanes, bytes.count >= header else { return nil }
+        var starts = [header]
+        for lane in 1..<lanes {
+            let start = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: startOffset(lane: lane), as: UInt64.self))
+            guard start > UInt64(starts[lane - 1]), start <= UInt64(Int.max) else { return nil }
+            starts.append(Int(start))
+        }
+        return starts.enumerated().map { lane, start in
+            let committed = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: committedOffset(lane: lane), as: UInt64.self))
+            let end = lane + 1 < lanes ? starts[lane + 1] : Int.max
+            let length = Int(min(committed, UInt64(end - start)))
+            return min(start, available)..<min(start + length, available)
+        }
     }
 
     /// Whether the bytes are a header a later format version wrote: ours to leave alone, for that version
@@ -103,11 +151,6 @@ enum RecordFraming {
     static func isNewer(header bytes: UnsafeRawBufferPointer) -> Bool {
         bytes.count >= headerSize && bytes.prefix(magic.count).elementsEqual(magic)
             && UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: versionOffset, as: UInt16.self)) > version
-    }
-
-    /// The committed record length a header records.
-    static func committedLength(ofHeader bytes: UnsafeRawBufferPointer) -> UInt64 {
-        UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: committedLengthOffset, as: UInt64.self))
     }
 
     /// Writes one record at `destination`, which must have room for `recordHeaderSize + payload.count` bytes.
@@ -166,22 +209,38 @@ enum RecordFraming {
     static func forEachRecord(
         in bytes: UnsafeRawBufferPointer, _ body: (Record) throws -> Void
     ) rethrows -> Scan {
-        var offset = 0
-        while bytes.count - offset >= recordHeaderSize, let base = bytes.baseAddress {
+        var cursor = Cursor(bytes)
+        while let record = cursor.next() { try body(record) }
+        return cursor.scan
+    }
+
+    /// Reads the records of `bytes` one at a time, up to the first that is not valid.
+    struct Cursor {
+        private let bytes: UnsafeRawBufferPointer
+        private var offset = 0
+
+        init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+        /// How much was valid, once `next` has returned `nil`.
+        var scan: Scan { Scan(validBytes: offset, discardedBytes: bytes.count - offset) }
+
+        /// The next record; `nil` at the end or at one that is not valid (every length is bounds-checked
+        /// before use, and the CRC checked).
+        mutating func next() -> Record? {
+            guard bytes.count - offset >= recordHeaderSize, let base = bytes.baseAddress else { return nil }
             let record = base + offset
             let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: lengthOffset, as: UInt32.self)))
             guard length > 0, length <= bytes.count - offset - recordHeaderSize,
                   let category = ItemCategory(rawValue: record.load(fromByteOffset: categoryOffset, as: UInt8.self))
-            else { break }
+            else { return nil }
             let payload = UnsafeRawBufferPointer(start: record + recordHeaderSize, count: length)
             let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: crcOffset, as: UInt32.self))
-            guard headerCRC(record, continuing: CRC32C.checksum(payload)) == stored else { break }
+            guard headerCRC(record, continuing: CRC32C.checksum(payload)) == stored else { return nil }
             let id = ItemID(
                 nonce: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: nonceOffset, as: UInt64.self)),
                 sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: sequenceOffset, as: UInt64.self)))
-            try body(Record(category: category, id: id, payload: payload))
             offset += recordHeaderSize + length
+            return Record(category: category, id: id, payload: payload)
         }
-        return Scan(validBytes: offset, discardedBytes: bytes.count - offset)
     }
 }

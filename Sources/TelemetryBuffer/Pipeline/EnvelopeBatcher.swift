@@ -18,13 +18,13 @@ struct EnvelopeBatcher: Sendable {
     let maxSpans: Int
     let maxBytes: Int
 
-    /// The envelopes for the records framed in `records`.
-    func batches(_ records: UnsafeRawBufferPointer) -> [Batch] {
+    /// The envelopes for the records framed in `records`, in order of arrival.
+    func batches(_ records: RecordLanes) -> [Batch] {
         var logs: [UnsafeRawBufferPointer] = []
         var traces: [TraceID] = []
         var spans: [TraceID: [UnsafeRawBufferPointer]] = [:]
         var lastSpan: (prefix: UnsafeRawBufferPointer, trace: TraceID)?
-        let scan = RecordFraming.forEachRecord(in: records) { record in
+        let scan = records.forEachRecord { record in
             switch record.category {
             case .log:
                 logs.append(record.payload)

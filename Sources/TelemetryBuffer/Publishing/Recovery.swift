@@ -101,7 +101,7 @@ enum Recovery {
         var published = Set<ItemID>()
         for source in sources {
             switch source.publication.state {
-            case .captured: _ = source.withRecords { RecordFraming.forEachRecord(in: $0) { published.insert($0.id) } }
+            case .captured: _ = source.withRecords { $0.forEachRecord { published.insert($0.id) } }
             case .publishing: folder.removeStaged(source.publication)
             case .idle: break
             }
@@ -122,7 +122,7 @@ enum Recovery {
         for source in sources where source.publication.state != .captured {
             if source.kind == nil { report.discardedBytes += source.bytes.count }
             let scan = source.withRecords { records in
-                RecordFraming.forEachRecord(in: records) { record in
+                records.forEachRecord { record in
                     if seen.insert(record.id).inserted {
                         items.append((record.id, record.category, Array(record.payload)))
                         if lifetimes[record.id.nonce] == nil { lifetimes[record.id.nonce] = lifetimes.count }
@@ -156,7 +156,7 @@ enum Recovery {
                     region.append(category: item.category, id: item.id, payload: $0, payloadCRC: CRC32C.checksum($0))
                 }
             }
-            try FramedFile.write(records: Array(region.records), kind: .recovered, name: BufferFile.recovered(parts).name, in: folder)
+            try FramedFile.write(records: Array(region.records(lane: 0)), kind: .recovered, name: BufferFile.recovered(parts).name, in: folder)
             parts += 1
             rest = rest.dropFirst(part.count)
         }
@@ -190,7 +190,7 @@ enum Recovery {
         guard !orphans.isEmpty else { return }
         var live = Set<[UInt8]>()
         for source in sources where source.publication.state != .captured {
-            _ = source.withRecords { RecordFraming.forEachRecord(in: $0) { live.insert(Array($0.payload)) } }
+            _ = source.withRecords { $0.forEachRecord { live.insert(Array($0.payload)) } }
         }
         for (_, name) in orphans {
             let bytes: [UInt8]
@@ -232,7 +232,7 @@ enum Recovery {
         for source in sources {
             guard let claimed = claimedName(source.name), source.kind != nil else { return nil }
             var held = Set<ItemID>()
-            guard source.withRecords({ RecordFraming.forEachRecord(in: $0) { held.insert($0.id) } }).discardedBytes == 0
+            guard source.withRecords({ $0.forEachRecord { held.insert($0.id) } }).discardedBytes == 0
             else { return nil }
             ids[source.name] = held
             switch claimed.original {

@@ -3,14 +3,18 @@ import Foundation
 /// A background file copy of a crash-safe list, for power loss: the mapped list already survives the
 /// death of the process, but only `fdatasync`ed bytes survive the machine's.
 ///
-/// It mirrors the list byte for byte (header, then the list's records in order): each `catchUp` writes
-/// everything committed since the last one in a single `write`, so many items cost one call, and `sync`
-/// makes them durable. It never runs on the calling thread; its owner calls it on one serial queue.
+/// It holds the list's records after a header of its own, one lane's run after another's as they were
+/// committed (so not in order of arrival across lanes: recovery orders what it reads from caches by item
+/// sequence). Each `catchUp` writes everything a lane committed since the last one in a single `write`, so
+/// many items cost one call per lane, and `sync` makes them durable. It never runs on the calling thread;
+/// its owner calls it on one serial queue.
 final class AsyncIOCache {
     private let path: String
     private var fd: FileDescriptor
-    /// Record bytes of the list already written to the file.
-    private var mirrored = 0
+    /// Record bytes of each lane of the list already written to the file.
+    private var mirrored: [Int] = []
+    /// Record bytes in the file.
+    private var length = 0
     private var unsynced = false
     /// `retire` moved the file away but no empty file has taken its place yet.
     private var moved = false
@@ -47,14 +51,19 @@ final class AsyncIOCache {
     /// Appends the list's records committed since the last call; returns whether it wrote anything.
     @discardableResult
     func catchUp(with list: RecordRegion) throws -> Bool {
-        let committed = list.committedRecordBytes
-        guard committed > mirrored else { return false }
-        let start = list.base + RecordFraming.headerSize + mirrored
-        try Self.write(UnsafeRawBufferPointer(start: start, count: committed - mirrored),
-                       at: RecordFraming.headerSize + mirrored, fd: fd, path: path)
-        mirrored = committed
-        unsynced = true
-        return true
+        if mirrored.count != list.laneCount { mirrored = Array(repeating: 0, count: list.laneCount) }
+        var wrote = false
+        for lane in 0..<list.laneCount {
+            let records = list.records(lane: lane)
+            guard records.count > mirrored[lane] else { continue }
+            try Self.write(UnsafeRawBufferPointer(rebasing: records[mirrored[lane]...]),
+                           at: RecordFraming.headerSize + length, fd: fd, path: path)
+            length += records.count - mirrored[lane]
+            mirrored[lane] = records.count
+            wrote = true
+        }
+        unsynced = unsynced || wrote
+        return wrote
     }
 
     /// Makes the file durable whatever was written through it (its truncation as a spare included).
@@ -100,7 +109,8 @@ final class AsyncIOCache {
         fd.close()
         fd = fresh
         moved = false
-        mirrored = 0
+        mirrored = []
+        length = 0
         unsynced = false
     }
 

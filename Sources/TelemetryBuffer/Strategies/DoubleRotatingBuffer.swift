@@ -71,9 +71,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         self.batcher = batcher
         self.outbox = outbox
         lists = try (1...2).map { number in
-            RecordRegion(mapping: try MappedFile(path: folder.path + "/" + BufferFile.crashSafeList(number).name,
-                                                 size: RecordFraming.headerSize + maxBatchBytes),
-                         kind: .crashSafeList)
+            let lanes = RecordRegion.listLanes
+            return RecordRegion(mapping: try MappedFile(path: folder.path + "/" + BufferFile.crashSafeList(number).name,
+                                                        size: RecordRegion.mappingSize(recordCapacity: maxBatchBytes, lanes: lanes)),
+                                kind: .crashSafeList, recordCapacity: maxBatchBytes, lanes: lanes)
         }
         caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFile.asyncIOCache($0).name) }
         unsynced = Locked(Unsynced())
@@ -116,7 +117,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         do {
             let wrote = try caches[index].catchUp(with: lists[index])
             try caches[index].sync()
-            if !wrote, lists[index].committedRecordBytes == 0 {
+            if !wrote, lists[index].recordBytes == 0 {
                 ioArmed = false
                 ioTimer.schedule(deadline: .distantFuture)
             }
@@ -194,7 +195,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
 
     /// Stages the list's envelopes under its publication marker, then retires its IO cache as their
     /// power-loss copy; returns both, for the sync. After a failed retirement it only retries that.
-    private func publish(list index: Int, records: UnsafeRawBufferPointer) throws -> Published {
+    private func publish(list index: Int, records: RecordLanes) throws -> Published {
         let published: Published
         if let unretired, unretired.index == index {
             published = unretired.published

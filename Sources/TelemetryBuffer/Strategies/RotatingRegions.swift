@@ -11,7 +11,11 @@ import CTelemetrySignals
 /// writes the record and commits it (`RecordRegion.commit`) after releasing it: threads adding at once
 /// copy side by side, and the lock moves only its state between them. `append` returns once the record
 /// is committed, so what it acknowledges survives a crash as before. A forward waits for the commits of
-/// its region (`beginForwarding`). Elsewhere the record is copied and committed under the lock:
+/// its region (`beginForwarding`). In regions with lanes, each thread reserves in the lane its number
+/// picks (`tb_thread_lane`), or in lane 0 when its own is full: two threads adding at once then neither
+/// wait for each other's commits nor write into the same cache lines. The item's sequence, taken under
+/// the lock with its place, keeps the order of arrival across lanes (see `RecordLanes`). Elsewhere the
+/// record is copied and committed under the lock:
 ///
 /// * Regions the crash handler writes out (FlushAll's, in memory) are `claimable`: each append marks
 ///   itself under way and checks the handler's claim first (`tb_appending_begin`), so no item is
@@ -23,15 +27,17 @@ final class RotatingRegions: @unchecked Sendable {
     private struct State {
         /// In line, not an array: an array's buffer would be one more cache line for every add to fetch.
         var tallies = (BatchTally(), BatchTally())
-        /// The regions' lengths with every reserved record: ahead of the committed lengths while records
-        /// are being written outside the lock, equal to them otherwise. 32-bit (a region holds at most
-        /// 1 MiB), as `activeRegion` is 8-bit: the state fits a cache line.
-        private var lengths: (UInt32, UInt32) = (0, 0)
+        /// The lengths of the regions' lanes (region 0's two, then region 1's) with every reserved record:
+        /// ahead of the committed lengths while records are being written outside the lock, equal to them
+        /// otherwise. 32-bit (a region holds at most 1 MiB), as `activeRegion` is 8-bit and the nonce
+        /// stays outside: the state fits a cache line.
+        private var lengths: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
         private var activeRegion: UInt8 = 0
         /// The inactive region holds records that are not yet forwarded.
         var pending = false
         var closed = false
-        var ids = ItemIDSequence()
+        /// The next item's sequence (see `ItemID`).
+        var sequence: UInt64 = 0
 
         /// A region's tally, in place: reading it out would copy it, and retain and release its list of cut
         /// traces, on every add.
@@ -46,12 +52,28 @@ final class RotatingRegions: @unchecked Sendable {
             set { activeRegion = UInt8(truncatingIfNeeded: newValue) }
         }
 
+        /// Bytes of records in region `index`, every lane.
         @inline(__always)
-        func length(_ index: Int) -> Int { Int(index == 0 ? lengths.0 : lengths.1) }
+        func length(_ index: Int) -> Int { length(index, lane: 0) + length(index, lane: 1) }
 
         @inline(__always)
-        mutating func setLength(_ index: Int, _ length: Int) {
-            if index == 0 { lengths.0 = UInt32(length) } else { lengths.1 = UInt32(length) }
+        func length(_ index: Int, lane: Int) -> Int {
+            switch index << 1 | lane {
+            case 0: Int(lengths.0)
+            case 1: Int(lengths.1)
+            case 2: Int(lengths.2)
+            default: Int(lengths.3)
+            }
+        }
+
+        @inline(__always)
+        mutating func setLength(_ index: Int, lane: Int, _ length: Int) {
+            switch index << 1 | lane {
+            case 0: lengths.0 = UInt32(length)
+            case 1: lengths.1 = UInt32(length)
+            case 2: lengths.2 = UInt32(length)
+            default: lengths.3 = UInt32(length)
+            }
         }
     }
 
@@ -62,6 +84,10 @@ final class RotatingRegions: @unchecked Sendable {
     private let unmanaged: (Unmanaged<RecordRegion>, Unmanaged<RecordRegion>)
     private let maxLogs: Int
     private let maxSpans: Int
+    /// The lanes of each region: 1 or 2.
+    private let lanes: Int
+    /// The nonce of every item ID (see `ItemID`), outside the state to keep it within a cache line.
+    private let nonce = UInt64.random(in: .min ... .max)
     /// For claimable regions: the appending thread while an append is under way, read by the crash handler.
     let appending: UnsafeMutablePointer<UInt>?
     /// Whether appends write and commit their records after releasing the lock (see above).
@@ -69,6 +95,8 @@ final class RotatingRegions: @unchecked Sendable {
 
     /// Logs or spans that reach `maxLogs` or `maxSpans` in a region ask for a forward.
     init(_ first: RecordRegion, _ second: RecordRegion, maxLogs: Int, maxSpans: Int, claimable: Bool = false) {
+        precondition(first.laneCount == second.laneCount && (1...2).contains(first.laneCount))
+        lanes = first.laneCount
         self.first = first
         self.second = second
         unmanaged = (.passUnretained(first), .passUnretained(second))
@@ -87,11 +115,13 @@ final class RotatingRegions: @unchecked Sendable {
 
     func append(_ item: EncodedItem) -> AppendOutcome {
         guard copiesOutsideTheLock else { return state.withLock { copy(item, &$0) } }
-        var place = Place(region: 0, offset: 0, id: ItemID(nonce: 0, sequence: 0))
+        // Outside the lock: a thread-local read, and a call.
+        let lane = lanes == 1 ? 0 : Int(tb_thread_lane() & 1)
+        var place = Place(region: 0, lane: 0, offset: 0, sequence: 0)
         let outcome = state.withLock { state in
             let (rotated, refusal) = admit(item, &state)
             if let refusal { return AppendOutcome.rejected(refusal) }
-            return reserve(item, rotated: rotated, &state, &place)
+            return reserve(item, lane: lane, rotated: rotated, &state, &place)
         }
         guard case .accepted = outcome else { return outcome }
         store(item, at: place)
@@ -115,26 +145,32 @@ final class RotatingRegions: @unchecked Sendable {
         return (true, nil)
     }
 
-    /// Where a record goes: the region, the offset into its records, and the record's ID.
-    private typealias Place = (region: Int, offset: Int, id: ItemID)
+    /// Where a record goes: the region, the lane and offset into its records, and the record's sequence.
+    private typealias Place = (region: Int, lane: Int, offset: Int, sequence: UInt64)
 
-    /// Reserves the admitted `item`'s place in the active region (its ID, its bytes, its count). Under the
-    /// lock.
+    /// Reserves the admitted `item`'s place in the active region (its sequence, its bytes, its count): in
+    /// `lane` if it fits there, else in lane 0, which fits whatever the region does. Under the lock.
     @inline(__always)
-    private func reserve(_ item: EncodedItem, rotated: Bool, _ state: inout State, _ place: inout Place) -> AppendOutcome {
-        let active = state.active, offset = state.length(active)
-        place = (active, offset, state.ids.next())
-        state.setLength(active, offset + RecordFraming.recordHeaderSize + item.payload.count)
+    private func reserve(_ item: EncodedItem, lane wanted: Int, rotated: Bool, _ state: inout State, _ place: inout Place) -> AppendOutcome {
+        let active = state.active, empty = state.length(active) == 0
+        var lane = wanted, offset = state.length(active, lane: wanted)
+        if lane != 0, !withRegion(active, { $0.fits(payloadCount: item.payload.count, after: offset, in: lane) }) {
+            (lane, offset) = (0, state.length(active, lane: 0))
+        }
+        place = (active, lane, offset, state.sequence)
+        state.sequence &+= 1
+        state.setLength(active, lane: lane, offset + RecordFraming.recordHeaderSize + item.payload.count)
         let limitReached = state.tally(active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
-        return .accepted(startTimer: offset == 0, forwardNow: rotated || limitReached)
+        return .accepted(startTimer: empty, forwardNow: rotated || limitReached)
     }
 
     /// Writes `item`'s record at its reserved place and commits it.
     @inline(__always)
     private func store(_ item: EncodedItem, at place: Place) {
         withRegion(place.region) { target in
-            target.write(category: item.category, id: place.id, payload: item.payload, payloadCRC: item.payloadCRC, at: place.offset)
-            target.commit(from: place.offset, to: place.offset + RecordFraming.recordHeaderSize + item.payload.count)
+            target.write(category: item.category, id: ItemID(nonce: nonce, sequence: place.sequence), payload: item.payload,
+                         payloadCRC: item.payloadCRC, lane: place.lane, at: place.offset)
+            target.commit(lane: place.lane, from: place.offset, to: place.offset + RecordFraming.recordHeaderSize + item.payload.count)
         }
     }
 
@@ -152,8 +188,8 @@ final class RotatingRegions: @unchecked Sendable {
                 return .rejected(.internalSDKError)
             }
         }
-        var place = Place(region: 0, offset: 0, id: ItemID(nonce: 0, sequence: 0))
-        let outcome = reserve(item, rotated: rotated, &state, &place)
+        var place = Place(region: 0, lane: 0, offset: 0, sequence: 0)
+        let outcome = reserve(item, lane: 0, rotated: rotated, &state, &place)
         store(item, at: place)
         if let appending { tb_appending_end(appending) }
         return outcome
@@ -177,8 +213,8 @@ final class RotatingRegions: @unchecked Sendable {
     /// record reserved in it is committed; `nil` when nothing is held or, with `dueOnly`, when no region
     /// is pending and the active one has not reached a limit (a wake-up for a limit that a flush has
     /// forwarded since). Background queue; pair with `endForwarding`.
-    func beginForwarding(dueOnly: Bool = false) -> (index: Int, records: UnsafeRawBufferPointer)? {
-        let due: (index: Int, length: Int)? = state.withLock { state in
+    func beginForwarding(dueOnly: Bool = false) -> (index: Int, records: RecordLanes)? {
+        let due: (index: Int, lengths: (Int, Int))? = state.withLock { state in
             if !state.pending {
                 guard state.length(state.active) != 0 else { return nil }
                 if dueOnly, !state.tally(state.active, { $0.reachedLimit(maxLogs: maxLogs, maxSpans: maxSpans) }) { return nil }
@@ -186,11 +222,11 @@ final class RotatingRegions: @unchecked Sendable {
                 state.pending = true
             }
             let index = state.active ^ 1
-            return (index, state.length(index))
+            return (index, (state.length(index, lane: 0), state.length(index, lane: 1)))
         }
         guard let due else { return nil }
         return withRegion(due.index) { region in
-            region.waitForCommits(upTo: due.length)
+            waitForCommits(region, upTo: due.lengths)
             return (due.index, region.records)
         }
     }
@@ -202,7 +238,9 @@ final class RotatingRegions: @unchecked Sendable {
         try state.withLock { state in
             let index = state.active ^ 1
             // The reset cuts the records off first, even when it then finds the region claimed.
-            defer { state.setLength(index, withRegion(index, \.recordBytes)) }
+            defer {
+                for lane in 0..<lanes { state.setLength(index, lane: lane, withRegion(index) { $0.committedRecordBytes(lane: lane) }) }
+            }
             try region(index).reset()
             state.tally(index) { $0 = BatchTally() }
             state.pending = false
@@ -214,8 +252,8 @@ final class RotatingRegions: @unchecked Sendable {
         state.withLock { state in
             for index in 0...1 {
                 withRegion(index) { region in
-                    region.waitForCommits(upTo: state.length(index))
-                    RecordFraming.forEachRecord(in: region.records, body)
+                    waitForCommits(region, upTo: (state.length(index, lane: 0), state.length(index, lane: 1)))
+                    region.records.forEachRecord(body)
                 }
             }
         }
@@ -225,17 +263,21 @@ final class RotatingRegions: @unchecked Sendable {
     /// meanwhile).
     func zeroUnused() {
         for index in 0...1 {
-            var cursor = 0
-            while let next = state.withLock({ state in
-                withRegion(index) { $0.zeroUnused(from: cursor, after: state.length(index), limit: 64 << 10) }
-            }) { cursor = next }
+            for lane in 0..<lanes {
+                var cursor = 0
+                while let next = state.withLock({ state in
+                    withRegion(index) { $0.zeroUnused(lane: lane, from: cursor, after: state.length(index, lane: lane), limit: 64 << 10) }
+                }) { cursor = next }
+            }
         }
     }
 
     /// Gives both regions' unused heap pages back (see `RecordRegion.releaseUnusedPages`).
     func releaseUnusedPages() {
         state.withLock { state in
-            for index in 0...1 { withRegion(index) { $0.releaseUnusedPages(after: state.length(index)) } }
+            for index in 0...1 {
+                for lane in 0..<lanes { withRegion(index) { $0.releaseUnusedPages(lane: lane, after: state.length(index, lane: lane)) } }
+            }
         }
     }
 
@@ -253,10 +295,15 @@ final class RotatingRegions: @unchecked Sendable {
     func close() {
         let lengths = state.withLock { state in
             state.closed = true
-            return (state.length(0), state.length(1))
+            return [0, 1].map { (state.length($0, lane: 0), state.length($0, lane: 1)) }
         }
-        withRegion(0) { $0.waitForCommits(upTo: lengths.0) }
-        withRegion(1) { $0.waitForCommits(upTo: lengths.1) }
+        for index in 0...1 { withRegion(index) { waitForCommits($0, upTo: lengths[index]) } }
+    }
+
+    /// Waits until every record reserved in `region`, up to `lengths` in its lanes, is committed.
+    private func waitForCommits(_ region: RecordRegion, upTo lengths: (Int, Int)) {
+        region.waitForCommits(lane: 0, upTo: lengths.0)
+        if lanes > 1 { region.waitForCommits(lane: 1, upTo: lengths.1) }
     }
 
     var isEmpty: Bool { state.withLock { !$0.pending && $0.length($0.active) == 0 } }

@@ -13,7 +13,7 @@ final class RecordFramingTests: XCTestCase {
                               payload: $0, payloadCRC: CRC32C.checksum($0))
             }
         }
-        return Array(region.records)
+        return Array(region.records(lane: 0))
     }
 
     private func read(_ bytes: [UInt8]) -> (payloads: [String], scan: RecordFraming.Scan) {
@@ -61,14 +61,14 @@ final class RecordFramingTests: XCTestCase {
         let region = RecordRegion(recordCapacity: 1024, kind: .memoryList)
         let header = UnsafeRawBufferPointer(start: region.base, count: RecordFraming.headerSize)
         XCTAssertEqual(RecordFraming.kind(ofHeader: header), .memoryList)
-        XCTAssertEqual(RecordFraming.committedLength(ofHeader: header), 0)
+        XCTAssertEqual(RecordFraming.laneRecords(ofHeader: header, available: .max), [32..<32])
         Array("{}".utf8).withUnsafeBytes {
             region.append(category: .log, id: ItemID(nonce: 1, sequence: 1), payload: $0, payloadCRC: CRC32C.checksum($0))
         }
-        XCTAssertEqual(RecordFraming.committedLength(ofHeader: header), UInt64(RecordFraming.recordHeaderSize + 2))
+        XCTAssertEqual(RecordFraming.laneRecords(ofHeader: header, available: .max), [32..<32 + RecordFraming.recordHeaderSize + 2])
         XCTAssertFalse(region.fits(payloadCount: 1024, after: region.recordBytes))
         try region.reset()
         XCTAssertEqual(region.recordBytes, 0)
-        XCTAssertEqual(RecordFraming.committedLength(ofHeader: header), 0)
+        XCTAssertEqual(RecordFraming.laneRecords(ofHeader: header, available: .max), [32..<32])
     }
 }

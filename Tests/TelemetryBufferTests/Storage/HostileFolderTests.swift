@@ -194,11 +194,12 @@ final class HostileFolderTests: XCTestCase {
             XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
             let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
             let files = try FileManager.default.contentsOfDirectory(atPath: buffers.path).filter { $0 != "lock" }.map { name in
-                // A list is useful up to its committed length; the rest of its megabyte is zeros.
+                // A list is useful up to its committed length; the rest of its megabyte is zeros. (One thread
+                // adds, so one lane holds records: the first, after the lane table.)
                 var bytes = FileSystem.contents(of: buffers.appendingPathComponent(name).path) ?? []
-                if name.hasPrefix("crash-safe-list-"), bytes.count >= RecordFraming.headerSize {
-                    let committed = bytes.withUnsafeBytes { Int(RecordFraming.committedLength(ofHeader: $0)) }
-                    bytes = Array(bytes.prefix(RecordFraming.headerSize + committed))
+                if name.hasPrefix("crash-safe-list-"),
+                   let lanes = bytes.withUnsafeBytes({ RecordFraming.laneRecords(ofHeader: $0, available: $0.count) }) {
+                    bytes = Array(bytes.prefix(lanes[0].upperBound))
                 }
                 return (name, bytes)
             }

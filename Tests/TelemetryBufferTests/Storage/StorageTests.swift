@@ -29,16 +29,16 @@ final class StorageTests: XCTestCase {
         try cache.sync()
         let file = try XCTUnwrap(try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))
         XCTAssertEqual(file.kind, .asyncIOCache)
-        XCTAssertEqual(Array(file.bytes[file.records]), Array(list.records), "byte for byte the list's records")
+        XCTAssertEqual(Array(file.bytes[file.records[0]]), Array(list.records(lane: 0)), "the list's records")
         // Retired, the file keeps the records under its new name; an empty one mirrors the list's next records.
         try cache.retire(as: directory.url.path + "/f/retired", reusing: nil)
         XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "retired"))?.bytes, file.bytes)
-        XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))?.records.count, 0)
+        XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))?.withRecords(\.count), 0)
         try list.reset()
         appendLogs(["d"], to: list, from: 3)
         XCTAssertTrue(try cache.catchUp(with: list))
         let fresh = try XCTUnwrap(try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))
-        XCTAssertEqual(Array(fresh.bytes[fresh.records]), Array(list.records))
+        XCTAssertEqual(Array(fresh.bytes[fresh.records[0]]), Array(list.records(lane: 0)))
         // A copy cut to its header takes the cache's place at the next retirement: the same file, not a new one.
         let spare = directory.url.path + "/f/retired"
         XCTAssertEqual(truncate(spare, off_t(RecordFraming.headerSize)), 0)
@@ -49,7 +49,7 @@ final class StorageTests: XCTestCase {
                        spareInode)
         let reused = try XCTUnwrap(try FramedFile.read(folder: directory.url.path + "/f", name: "cache"))
         XCTAssertEqual(reused.kind, .asyncIOCache)
-        XCTAssertEqual(reused.records.count, 0)
+        XCTAssertEqual(reused.withRecords(\.count), 0)
         XCTAssertEqual((try FramedFile.read(folder: directory.url.path + "/f", name: "retired-2"))?.bytes, fresh.bytes)
     }
 
@@ -105,8 +105,8 @@ final class StorageTests: XCTestCase {
         let list = RecordRegion(mapping: try MappedFile(path: directory.url.path + "/list", size: 4096 + 32), kind: .crashSafeList)
         appendLogs(["a"], to: list)
         let file = try XCTUnwrap(try FramedFile.read(folder: directory.url.path, name: "list"))
-        XCTAssertEqual(file.bytes.count, 32 + list.records.count)
-        XCTAssertEqual(file.records, 32..<32 + list.records.count)
+        XCTAssertEqual(file.bytes.count, RecordFraming.maxHeaderSize, "as much as any header takes, not the list's fixed size")
+        XCTAssertEqual(file.records, [32..<32 + list.records.count])
     }
 
     /// A corrupt committed length is not trusted: the list is read to its end and salvaged.
@@ -353,11 +353,11 @@ final class StorageTests: XCTestCase {
         }
         XCTAssertGreaterThan(residentPages(), 100, "written pages are resident")
         try region.reset()
-        region.releaseUnusedPages(after: region.recordBytes)
+        region.releaseUnusedPages(lane: 0, after: region.recordBytes)
         XCTAssertEqual(residentPages(), 0)
         appendLogs(["after"], to: region)
         var bodies: [String] = []
-        RecordFraming.forEachRecord(in: region.records) { record in
+        region.records.forEachRecord { record in
             bodies.append(String(decoding: record.payload, as: UTF8.self))
         }
         XCTAssertEqual(bodies.count, 1)
@@ -430,7 +430,7 @@ final class StorageTests: XCTestCase {
         let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
         XCTAssertFalse(left.contains { $0.hasPrefix("awaiting-sync-") }, "\(left)")
         for name in ["crash-safe-list-1", "crash-safe-list-2"] {
-            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.records.count, 0, name)
+            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.withRecords(\.count), 0, name)
         }
     }
 
@@ -451,20 +451,21 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).sorted(), ["a", "b"], "each item once")
         XCTAssertEqual(try fileSize("async-io-cache-1"), 32, "an empty cache took the moved one's place")
         for name in ["crash-safe-list-1", "crash-safe-list-2"] {
-            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.records.count, 0, name)
+            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.withRecords(\.count), 0, name)
         }
     }
 
     func testEachStrategyKeepsItsFilesAndEmptiesThemOnClose() throws {
         let bytes = 8192
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = bytes })
-        XCTAssertEqual(try fileSize("crash-safe-list-1"), 32 + bytes, "preallocated in full")
-        XCTAssertEqual(try fileSize("crash-safe-list-2"), 32 + bytes)
+        let listSize = RecordRegion.mappingSize(recordCapacity: bytes, lanes: RecordRegion.listLanes)
+        XCTAssertEqual(try fileSize("crash-safe-list-1"), listSize, "preallocated in full")
+        XCTAssertEqual(try fileSize("crash-safe-list-2"), listSize)
         buffer.add(log: .test("in the list"))
         let list = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "crash-safe-list-1"))
-        XCTAssertEqual(list.records.count, 25 + 1 + list.withRecords { raw in
+        XCTAssertEqual(list.withRecords(\.count), 25 + 1 + list.withRecords { raw in
             var size = -1
-            RecordFraming.forEachRecord(in: raw) { size = $0.payload.count - 1 }
+            raw.forEachRecord { size = $0.payload.count - 1 }
             return size
         }, "visible in the file as soon as add returns")
         buffer.close()
@@ -472,7 +473,7 @@ final class StorageTests: XCTestCase {
                        "close waits for the sync that turns the published list's copy into a spare")
         for name in ["async-io-cache-1", "async-io-cache-2"] { XCTAssertEqual(try fileSize(name), 32, name) }
         for name in ["crash-safe-list-1", "crash-safe-list-2"] {
-            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.records.count, 0, name)
+            XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: name))?.withRecords(\.count), 0, name)
         }
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["in the list"])
     }
@@ -484,7 +485,7 @@ final class StorageTests: XCTestCase {
         let file = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "cache"))
         var bodies: [String] = []
         _ = file.withRecords { raw in
-            RecordFraming.forEachRecord(in: raw) { record in
+            raw.forEachRecord { record in
                 let object = try? JSONSerialization.jsonObject(with: Data(record.payload)) as? [String: Any]
                 bodies.append(object?["body"] as? String ?? "")
             }
@@ -492,7 +493,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(bodies, ["one", "two"], "in the file when add returns")
         buffer.flush()
         XCTAssertNil((try FramedFile.read(folder: bufferFolder, name: "flushing")))
-        XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: "cache"))?.records.count, 0)
+        XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: "cache"))?.withRecords(\.count), 0)
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["one", "two"])
     }
 
@@ -603,23 +604,23 @@ final class StorageTests: XCTestCase {
         @Sendable func write(_ payload: [UInt8], sequence: UInt64, at offset: Int) {
             payload.withUnsafeBytes {
                 region.write(category: .log, id: ItemID(nonce: 1, sequence: sequence), payload: $0,
-                             payloadCRC: CRC32C.checksum($0), at: offset)
+                             payloadCRC: CRC32C.checksum($0), lane: 0, at: offset)
             }
         }
         let committed = DispatchSemaphore(value: 0)
         Thread {
             write(second, sequence: 1, at: firstEnd)
-            region.commit(from: firstEnd, to: secondEnd)
+            region.commit(lane: 0, from: firstEnd, to: secondEnd)
             committed.signal()
         }.start()
         XCTAssertEqual(committed.wait(timeout: .now() + 0.3), .timedOut, "the second record waits for the first")
-        XCTAssertEqual(region.committedRecordBytes, 0, "nothing is published past a record still being written")
+        XCTAssertEqual(region.committedRecordBytes(lane: 0), 0, "nothing is published past a record still being written")
         write(first, sequence: 0, at: 0)
-        region.commit(from: 0, to: firstEnd)
+        region.commit(lane: 0, from: 0, to: firstEnd)
         XCTAssertEqual(committed.wait(timeout: .now() + 60), .success)
-        XCTAssertEqual(region.committedRecordBytes, secondEnd)
+        XCTAssertEqual(region.committedRecordBytes(lane: 0), secondEnd)
         var sequences: [UInt64] = []
-        let scan = RecordFraming.forEachRecord(in: region.records) { sequences.append($0.id.sequence) }
+        let scan = region.records.forEachRecord { sequences.append($0.id.sequence) }
         XCTAssertEqual(sequences, [0, 1])
         XCTAssertEqual(scan.discardedBytes, 0)
     }
@@ -660,7 +661,7 @@ final class StorageTests: XCTestCase {
                 guard let batch = regions.beginForwarding() else {
                     if last { break } else { continue }
                 }
-                let scan = RecordFraming.forEachRecord(in: batch.records) { record in
+                let scan = batch.records.forEachRecord { record in
                     forwarded.withLock { $0.items += 1; $0.ids.insert(record.id) }
                 }
                 forwarded.withLock { $0.discarded += scan.discardedBytes; $0.forwards += 1 }
@@ -699,7 +700,7 @@ final class StorageTests: XCTestCase {
             XCTAssertGreaterThanOrEqual(regions.itemCount, 20, "the adder adds")
             regions.close()
             var committed = 0
-            for index in 0...1 { RecordFraming.forEachRecord(in: regions.region(index).records) { _ in committed += 1 } }
+            for index in 0...1 { regions.region(index).records.forEachRecord { _ in committed += 1 } }
             XCTAssertEqual(stopped.wait(timeout: .now() + 60), .success, "the adder stops once closed")
             XCTAssertEqual(committed, regions.itemCount, "every item counted before close() is committed when it returns")
             if committed != regions.itemCount { break }
@@ -727,7 +728,7 @@ final class StorageTests: XCTestCase {
         try regions.endForwarding()
         let second = try XCTUnwrap(regions.beginForwarding())
         var traces: [TraceID?] = []
-        RecordFraming.forEachRecord(in: second.records) { traces.append(ItemEncoder.traceID(ofSpan: $0.payload)) }
+        second.records.forEachRecord { traces.append(ItemEncoder.traceID(ofSpan: $0.payload)) }
         XCTAssertEqual(traces, [doomed, kept, kept], "the accepted doomed span stays")
         try regions.endForwarding()
         XCTAssertEqual(span(doomed, size: 0), .accepted(startTimer: true, forwardNow: false), "a new region takes it again")

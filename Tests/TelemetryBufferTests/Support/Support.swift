@@ -99,16 +99,19 @@ struct WalkError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Every envelope in a folder, oldest first, each checked by the strict walk.
-/// Appends a record per body to `region`, each a log encoded without defaults (IDs `nonce`, `start`, `start + 1`…).
-func appendLogs(_ bodies: [String], to region: RecordRegion, nonce: UInt64 = 1, from start: UInt64 = 0) {
+/// Appends a record per body to `region`'s `lane`, each a log encoded without defaults (IDs `nonce` with
+/// `sequences`, or `start`, `start + 1`…), and commits it.
+func appendLogs(_ bodies: [String], to region: RecordRegion, nonce: UInt64 = 1, from start: UInt64 = 0,
+                lane: Int = 0, sequences: [UInt64]? = nil) {
     for (index, body) in bodies.enumerated() {
         let scratch = ByteBuffer(capacity: body.utf8.count + 512)
         var writer = JSONWriter(appendingTo: scratch)
         ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(Log.test(body), into: &writer)
         writer.finish()
-        region.append(category: .log, id: ItemID(nonce: nonce, sequence: start + UInt64(index)),
-                      payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes))
+        let id = ItemID(nonce: nonce, sequence: sequences?[index] ?? start + UInt64(index))
+        let offset = region.committedRecordBytes(lane: lane)
+        region.write(category: .log, id: id, payload: scratch.bytes, payloadCRC: CRC32C.checksum(scratch.bytes), lane: lane, at: offset)
+        region.commit(lane: lane, from: offset, to: offset + RecordFraming.recordHeaderSize + scratch.bytes.count)
     }
 }
 
@@ -128,6 +131,7 @@ func plantPublishedCopies(in folder: String, files: Int, body: (Int, Int) -> Str
     return planted
 }
 
+/// Every envelope in a folder, oldest first, each checked by the strict walk.
 func walkEnvelopes(in folder: URL) throws -> [WalkedEnvelope] {
     let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [])
         .filter { $0.hasSuffix(".envelope") }.sorted()

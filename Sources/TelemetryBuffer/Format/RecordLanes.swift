@@ -1,0 +1,36 @@
+/// The committed records of a buffer's lanes (see `RecordFraming`), read as one run in the order the items
+/// arrived.
+///
+/// Each lane holds its records in the order of their item sequence, which `add` hands out under the
+/// lock of the buffer as it reserves their places; so merging the lanes by sequence gives the order of
+/// arrival across threads (logs must be sent in the order they were received).
+struct RecordLanes {
+    /// Each lane's committed records, in lane order.
+    var lanes: [UnsafeRawBufferPointer]
+
+    init(_ lanes: [UnsafeRawBufferPointer]) { self.lanes = lanes }
+
+    /// The records of a buffer with one lane.
+    init(_ records: UnsafeRawBufferPointer) { lanes = [records] }
+
+    /// Record bytes in all lanes.
+    var count: Int { lanes.reduce(0) { $0 + $1.count } }
+
+    /// Calls `body` for every valid record, lanes merged by item sequence (a lane ends at its first record
+    /// that is not valid); returns the scan summed over the lanes.
+    @discardableResult
+    func forEachRecord(_ body: (RecordFraming.Record) throws -> Void) rethrows -> RecordFraming.Scan {
+        if lanes.count == 1 { return try RecordFraming.forEachRecord(in: lanes[0], body) }
+        var cursors = lanes.map(RecordFraming.Cursor.init)
+        var heads = cursors.indices.map { cursors[$0].next() }
+        // Lanes are few (two in a list): the smallest head by a look at each.
+        while let lane = heads.indices.filter({ heads[$0] != nil }).min(by: { heads[$0]!.id.sequence < heads[$1]!.id.sequence }) {
+            try body(heads[lane]!)
+            heads[lane] = cursors[lane].next()
+        }
+        return cursors.reduce(RecordFraming.Scan(validBytes: 0, discardedBytes: 0)) { scan, cursor in
+            RecordFraming.Scan(validBytes: scan.validBytes + cursor.scan.validBytes,
+                               discardedBytes: scan.discardedBytes + cursor.scan.discardedBytes)
+        }
+    }
+}

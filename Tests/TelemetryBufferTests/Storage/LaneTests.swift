@@ -1,0 +1,151 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// The crash-safe list's lanes (`RecordFraming`, `RecordLanes`): threads adding at once write apart, and
+/// whatever reads a list back, a forward or start-up recovery, sends its items in the order they arrived.
+final class LaneTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws { directory = try TemporaryDirectory() }
+    override func tearDown() { directory.remove() }
+
+    private var bufferFolder: String {
+        directory.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
+    }
+
+    /// Two threads add in turn, each add numbered under a lock of the test's, so the order of arrival is
+    /// known: their records land in both lanes of the list, and the logs go out in that order.
+    func testLogsAddedOnTwoThreadsGoOutInTheOrderTheyArrived() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        final class Turns: @unchecked Sendable {
+            let condition = NSCondition()
+            var next = 0
+        }
+        let turns = Turns()
+        let perThread = 45  // 90 in all: one batch, held in the list until close
+        let done = DispatchGroup()
+        for parity in 0..<2 {
+            done.enter()
+            Thread {
+                defer { done.leave() }
+                for _ in 0..<perThread {
+                    turns.condition.lock()
+                    // Strict turns: the two threads' records alternate, from the first add on.
+                    while turns.next % 2 != parity { turns.condition.wait() }
+                    buffer.add(log: .test("\(turns.next)"))
+                    turns.next += 1
+                    turns.condition.broadcast()
+                    turns.condition.unlock()
+                }
+            }.start()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 60), .success, "the adding threads did not finish")
+        let list = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "crash-safe-list-1"))
+        XCTAssertEqual(list.records.count, RecordRegion.listLanes)
+        XCTAssertEqual(list.records.filter { !$0.isEmpty }.count, 2, "each thread wrote into a lane of its own")
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<2 * perThread).map(String.init))
+    }
+
+    /// A list whose lanes hold interleaved items, left by a killed process with its IO cache (which holds
+    /// them lane after lane), is published in order of arrival, each item once.
+    func testRecoveryMergesALeftListsLanesInOrderOfArrival() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1",
+                                                        size: RecordRegion.mappingSize(recordCapacity: 4096, lanes: 2)),
+                                kind: .crashSafeList, recordCapacity: 4096, lanes: 2)
+        appendLogs(["0", "2", "3", "6"], to: list, lane: 0, sequences: [0, 2, 3, 6])
+        appendLogs(["1", "4", "5"], to: list, lane: 1, sequences: [1, 4, 5])
+        let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
+        try cache.catchUp(with: list)
+        try cache.sync()
+        appendLogs(["7"], to: list, lane: 1, sequences: [7])
+
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 8)
+        XCTAssertEqual(buffer.recovery.duplicates, 7, "the cache's copies")
+        XCTAssertEqual(buffer.recovery.discardedBytes, 0)
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<8).map(String.init))
+    }
+
+    /// The same when the list cannot be published as it is (a damaged record in its cache sends recovery
+    /// through deduplication by item ID, which sorts by sequence).
+    func testRecoveryOrdersLanesByArrivalWhenItDeduplicates() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1",
+                                                        size: RecordRegion.mappingSize(recordCapacity: 4096, lanes: 2)),
+                                kind: .crashSafeList, recordCapacity: 4096, lanes: 2)
+        appendLogs(["1", "2"], to: list, lane: 1, sequences: [1, 2])
+        appendLogs(["0", "3"], to: list, lane: 0, sequences: [0, 3])
+        let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
+        try cache.catchUp(with: list)
+        try cache.sync()
+        let cacheFile = bufferFolder + "/async-io-cache-1"
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: cacheFile))
+        handle.seekToEndOfFile()
+        handle.write(Data([1, 2, 3]))  // a torn tail
+        handle.closeFile()
+
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 4)
+        XCTAssertEqual(buffer.recovery.discardedBytes, 3)
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2", "3"])
+    }
+
+    /// A list written by format version 1 (one lane, no lane count) still recovers.
+    func testAVersionOneListStillRecovers() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-2", size: 4096 + 32),
+                                kind: .crashSafeList)
+        appendLogs(["a", "b", "c"], to: list)
+        list.base.storeBytes(of: UInt16(1).littleEndian, toByteOffset: 4, as: UInt16.self)  // the version
+        list.base.storeBytes(of: UInt8(0), toByteOffset: 7, as: UInt8.self)  // version 1's reserved byte
+
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.items, 3)
+        XCTAssertEqual(buffer.recovery.discardedBytes, 0)
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a", "b", "c"])
+    }
+
+    /// Crafted lane tables: too many lanes, lanes that start inside the header, run backwards, overlap or
+    /// lie past any file, committed lengths past everything. Nothing traps, no byte is read as two lanes'
+    /// (no item twice), and what does not add up counts as discarded.
+    func testCraftedLaneTablesNeitherTrapNorReadAByteTwice() throws {
+        let laneLine = 64, startOffset = 8, committedLine = 64
+        let crafts: [(String, (UnsafeMutableRawPointer) -> Void)] = [
+            ("nine lanes", { $0.storeBytes(of: UInt8(9), toByteOffset: 7, as: UInt8.self) }),
+            ("255 lanes", { $0.storeBytes(of: UInt8(255), toByteOffset: 7, as: UInt8.self) }),
+            ("lane 1 inside the header", { $0.storeBytes(of: UInt64(16).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }),
+            ("lane 1 at lane 0's start", { $0.storeBytes(of: UInt64(128).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }),
+            ("lane 1 inside lane 0's records", { $0.storeBytes(of: UInt64(200).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }),
+            ("lane 1 past any file", { $0.storeBytes(of: UInt64.max.littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }),
+            ("lane 1 committed past everything", { $0.storeBytes(of: UInt64.max.littleEndian, toByteOffset: committedLine, as: UInt64.self) }),
+            ("lane 0 committed into lane 1", { $0.storeBytes(of: UInt64(1 << 40).littleEndian, toByteOffset: 16, as: UInt64.self) }),
+        ]
+        for (name, craft) in crafts {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let buffers = folder.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
+            try FileManager.default.createDirectory(atPath: buffers, withIntermediateDirectories: true)
+            do {
+                let list = RecordRegion(mapping: try MappedFile(path: buffers + "/crash-safe-list-1",
+                                                                size: RecordRegion.mappingSize(recordCapacity: 4096, lanes: 2)),
+                                        kind: .crashSafeList, recordCapacity: 4096, lanes: 2)
+                appendLogs(["0", "2"], to: list, lane: 0, sequences: [0, 2])
+                appendLogs(["1", "3"], to: list, lane: 1, sequences: [1, 3])
+                craft(list.base)
+            }
+            let buffer = try TelemetryBuffer(options: testOptions(folder))
+            buffer.close()
+            let bodies = try logBodies(in: buffer.envelopesDirectory)
+            XCTAssertEqual(Set(bodies).count, bodies.count, "\(name): an item twice: \(bodies)")
+            XCTAssertTrue(Set(bodies).isSubset(of: ["0", "1", "2", "3"]), "\(name): \(bodies)")
+            XCTAssertEqual(bodies, bodies.sorted(), "\(name): out of order")
+            if bodies.count < 4 { XCTAssertGreaterThan(buffer.recovery.discardedBytes, 0, "\(name): lost without a count") }
+        }
+    }
+}
