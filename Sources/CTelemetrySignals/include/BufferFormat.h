@@ -11,8 +11,8 @@
 // lanes: a buffer with more than one lane (version 2) keeps its records in that many runs, each with its
 //        own committed length, so that threads adding at once write apart. The header then takes 64 bytes
 //        per lane: lane 0's committed length is the one above and its records follow the header; lane
-//        k ≥ 1 keeps its committed length at 64 k and where its records start at 64 k + 8. A lane count
-//        of 0 (all version 1 wrote) or 1 is one lane after the 32-byte header.
+//        k ≥ 1 keeps its committed length at 64 k and where its records start at 64 k + 8. A buffer of one
+//        lane is written as version 1 (lanes byte 0), which is all the crash handler writes.
 // record (25 bytes, then the payload): u32 payload length | u32 CRC-32C | u8 category | u64 nonce | u64 sequence
 // marker: u32 first staged envelope | u16 envelope count | u8 state | u8 claim (0 on disk)
 

@@ -78,12 +78,14 @@ struct FramedFile {
     private static func isList(_ kind: RecordFraming.Kind) -> Bool { kind == .crashSafeList || kind == .memoryList }
 
     /// How many bytes of a file that starts with `header` (up to `maxHeaderSize` bytes of it) are worth
-    /// reading: a list's header and its lanes' committed records, any other file whole.
+    /// reading: a list's header and its lanes' committed records (an empty lane, however far it starts,
+    /// adds nothing), any other file whole.
     private static func usefulLength(header: UnsafeRawBufferPointer) -> Int {
         guard let kind = RecordFraming.kind(ofHeader: header), isList(kind) else { return .max }
-        // A corrupt length, up to UInt64.max, reads the file to its end; damaged lanes, the header only.
-        guard let lanes = RecordFraming.laneRecords(ofHeader: header, available: .max) else { return 0 }
-        return lanes.last!.upperBound
+        // A corrupt length, up to UInt64.max, reads the file to its end; so does a lane table that does not
+        // add up, which is then counted whole as discarded, as any header that does not read.
+        guard let lanes = RecordFraming.laneRecords(ofHeader: header, available: .max) else { return .max }
+        return lanes.filter { !$0.isEmpty }.map(\.upperBound).max() ?? lanes[0].lowerBound
     }
 
     /// Calls `body` with the records of each lane, read to the file's end at most.

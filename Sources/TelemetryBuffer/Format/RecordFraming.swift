@@ -8,10 +8,11 @@ import CTelemetrySignals
 ///                    | u64 committed length of the records | publication marker (8 bytes)
 /// record:            u32 payload length | u32 CRC-32C | u8 category | 16-byte item ID | payload (JSON)
 /// ```
-/// A buffer with more than one lane (the crash-safe list, version 2) keeps its records in that many runs,
-/// each with its own committed length, so that threads adding at once write apart (see `Lanes`): its header
-/// takes 64 bytes per lane, lane k ≥ 1 keeping its committed length at 64 k and its start at 64 k + 8.
-/// Version 1 wrote one lane; both versions read.
+/// A buffer with more than one lane (the crash-safe list) keeps its records in that many runs, each with
+/// its own committed length, so that threads adding at once write apart (see `RecordLanes`): its header
+/// takes 64 bytes per lane, lane k ≥ 1 keeping its committed length at 64 k and its start at 64 k + 8, and
+/// says format version 2. A buffer of one lane is written as version 1 wrote it (lanes byte 0), so that an
+/// app run again at an older version still reads every file but the lists.
 /// All integers little-endian (the committed length is stored natively by an atomic release store; every
 /// supported CPU is little-endian). The CRC covers the payload, then the length, category and ID, so a
 /// record torn anywhere, or a header pointing past the written bytes, fails the check.
@@ -21,6 +22,7 @@ import CTelemetrySignals
 enum RecordFraming {
     static let headerSize = Int(TB_HEADER_SIZE)
     static let recordHeaderSize = Int(TB_RECORD_HEADER_SIZE)
+    /// The latest format version this code reads (and writes, for buffers with lanes).
     static let version = UInt16(TB_FORMAT_VERSION)
     /// The most lanes a buffer may have, and the header bytes that takes.
     static let maxLanes = Int(TB_MAX_LANES)
@@ -94,9 +96,9 @@ enum RecordFraming {
         let lanes = max(1, laneStarts.count)
         base.initializeMemory(as: UInt8.self, repeating: 0, count: headerSize(lanes: lanes))
         for (offset, byte) in magic.enumerated() { base.storeBytes(of: byte, toByteOffset: offset, as: UInt8.self) }
-        base.storeBytes(of: version.littleEndian, toByteOffset: versionOffset, as: UInt16.self)
+        base.storeBytes(of: (lanes > 1 ? version : 1).littleEndian, toByteOffset: versionOffset, as: UInt16.self)
         base.storeBytes(of: kind.rawValue, toByteOffset: kindOffset, as: UInt8.self)
-        base.storeBytes(of: UInt8(lanes), toByteOffset: lanesOffset, as: UInt8.self)
+        if lanes > 1 { base.storeBytes(of: UInt8(lanes), toByteOffset: lanesOffset, as: UInt8.self) }
         base.storeBytes(of: createdMicros.littleEndian, toByteOffset: createdOffset, as: UInt64.self)
         for (lane, start) in laneStarts.enumerated().dropFirst() {
             base.storeBytes(of: UInt64(start).littleEndian, toByteOffset: startOffset(lane: lane), as: UInt64.self)
@@ -124,9 +126,9 @@ enum RecordFraming {
 
     /// The bytes of each lane's committed records (offsets into the buffer) that a list's header records,
     /// within the first `available` bytes, in lane order; `nil` for a header whose lanes do not add up
-    /// (more than `maxLanes`, a lane table cut short, a lane starting no later than the one before it:
-    /// crafted or damaged). A committed length runs no further than the next lane's start, so no byte is
-    /// read as two lanes'.
+    /// (more than `maxLanes`, a lane table cut short, a lane starting no later than the one before it, a
+    /// lane with records starting past `available`: crafted or damaged). A committed length runs no
+    /// further than the next lane's start, so no byte is read as two lanes'.
     static func laneRecords(ofHeader bytes: UnsafeRawBufferPointer, available: Int) -> [Range<Int>]? {
         guard kind(ofHeader: bytes) != nil else { return nil }
         let lanes = max(1, Int(bytes[lanesOffset]))
@@ -138,12 +140,15 @@ enum RecordFraming {
             guard start > UInt64(starts[lane - 1]), start <= UInt64(Int.max) else { return nil }
             starts.append(Int(start))
         }
-        return starts.enumerated().map { lane, start in
+        var records: [Range<Int>] = []
+        for (lane, start) in starts.enumerated() {
             let committed = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: committedOffset(lane: lane), as: UInt64.self))
+            guard committed == 0 || start <= available else { return nil }
             let end = lane + 1 < lanes ? starts[lane + 1] : Int.max
             let length = Int(min(committed, UInt64(end - start)))
-            return min(start, available)..<min(start + length, available)
+            records.append(min(start, available)..<min(start + length, available))
         }
+        return records
     }
 
     /// Whether the bytes are a header a later format version wrote: ours to leave alone, for that version

@@ -23,8 +23,15 @@ struct RecordLanes {
         if lanes.count == 1 { return try RecordFraming.forEachRecord(in: lanes[0], body) }
         var cursors = lanes.map(RecordFraming.Cursor.init)
         var heads = cursors.indices.map { cursors[$0].next() }
-        // Lanes are few (two in a list): the smallest head by a look at each.
-        while let lane = heads.indices.filter({ heads[$0] != nil }).min(by: { heads[$0]!.id.sequence < heads[$1]!.id.sequence }) {
+        while true {
+            // Lanes are few (two in a list): the smallest head by a look at each.
+            var next: Int?
+            for lane in heads.indices {
+                guard let head = heads[lane] else { continue }
+                if let best = next, heads[best]!.id.sequence <= head.id.sequence { continue }
+                next = lane
+            }
+            guard let lane = next else { break }
             try body(heads[lane]!)
             heads[lane] = cursors[lane].next()
         }

@@ -5,8 +5,8 @@ import Foundation
 /// memory for FlushAll, a `MAP_SHARED` file mapping for the crash-safe list.
 ///
 /// Appending is a bounds check, a copy and a release store of the committed length; never an allocation,
-/// and no syscall unless a commit waits for an earlier writer that is not running. Readers on other threads (the IO cache) or in a crash handler trust only the committed
-/// length, read with acquire. Writers either append one at a time (`append`), or reserve their records'
+/// and no syscall unless a commit waits for an earlier writer that is not running. Readers on other
+/// threads (the IO cache) or in a crash handler trust only the committed length, read with acquire. Writers either append one at a time (`append`), or reserve their records'
 /// places one at a time and then write them at once (`write`, then `commit`, which publishes the records
 /// of a lane in the order of their places). Resets are the owner's, with no write under way.
 ///
@@ -38,8 +38,13 @@ final class RecordRegion {
     }
 
     /// The lanes a crash-safe list has: two, for two threads adding at once (more would take the lock's
-    /// state past a cache line, see `RotatingRegions`).
+    /// state past a cache line, see `RotatingRegions`); one on Apple platforms, where records are copied
+    /// under the lock (see `RotatingRegions`), so threads never write at once.
+    #if canImport(Darwin)
+    static let listLanes = 1
+    #else
     static let listLanes = 2
+    #endif
 
     /// Bytes each lane can hold: lane 0 all of `recordCapacity`, the others half.
     private static func laneCapacities(_ recordCapacity: Int, lanes: Int) -> [Int] {
@@ -106,6 +111,9 @@ final class RecordRegion {
         if mapping == nil { base.deallocate() }
         lanes.deallocate()
     }
+
+    /// Bytes from `base`: the header, then every lane.
+    var size: Int { mapping?.size ?? RecordFraming.headerSize + recordCapacity }
 
     /// The open file of a mapped region, `nil` for heap memory.
     var fileDescriptor: FileDescriptor? { mapping?.descriptor }

@@ -8,7 +8,7 @@ import Foundation
 ///   process from that moment, SIGKILL included. No syscall (unless its commit waits for another
 ///   thread's earlier record while that thread is not running, see `RecordRegion.commit`).
 /// * A serial IO queue copies what the active list committed into its `async-io-cache-N` with one `write`
-///   and `fdatasync`s it every `ioSyncInterval`: the guard against power loss.
+///   per lane and `fdatasync`s it every `ioSyncInterval`: the guard against power loss.
 /// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its
 ///   header is marked `publishing` with the staged envelope range, the envelopes are written as
 ///   `envelope-x`, the marker turns `captured`, the IO cache is renamed `awaiting-sync-x` (an empty

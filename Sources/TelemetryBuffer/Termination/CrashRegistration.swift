@@ -50,7 +50,7 @@ final class CrashRegistration: @unchecked Sendable {
         let region = { (index: Int) -> (UnsafeMutablePointer<UInt8>?, Int) in
             guard index < plan.regions.count else { return (nil, 0) }
             let region = plan.regions[index]
-            return (region.base.assumingMemoryBound(to: UInt8.self), RecordFraming.headerSize + region.recordCapacity)
+            return (region.base.assumingMemoryBound(to: UInt8.self), region.size)
         }
         (target.regions.0, target.region_sizes.0) = region(0)
         (target.regions.1, target.region_sizes.1) = region(1)

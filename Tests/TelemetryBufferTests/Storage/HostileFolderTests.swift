@@ -279,8 +279,10 @@ final class HostileFolderTests: XCTestCase {
             for index in 0..<min(bytes.count, RecordFraming.headerSize) { bytes[index] = .random(in: 0...255, using: &generator) }
             return "garbage header"
         case 4:
-            // A huge committed length (header) or record length (first record).
-            let offset = Bool.random(using: &generator) ? RecordFraming.committedLengthOffset : RecordFraming.headerSize
+            // A huge committed length (header), record length (first record), or lane 1's committed length or
+            // start (in a list's lane table).
+            let firstRecord = bytes.withUnsafeBytes { RecordFraming.laneRecords(ofHeader: $0, available: $0.count)?.first?.lowerBound }
+            let offset = [RecordFraming.committedLengthOffset, firstRecord ?? RecordFraming.headerSize, 64, 72].randomElement(using: &generator)!
             let huge: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, .random(in: 0...0xFF, using: &generator)]
             for (index, byte) in huge.enumerated() where offset + index < bytes.count { bytes[offset + index] = byte }
             return "huge length at \(offset)"

@@ -14,6 +14,12 @@ final class LaneTests: XCTestCase {
         directory.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
     }
 
+    /// A crash-safe list of two lanes for 4 KiB of records, as a buffer leaves it.
+    private func twoLaneList(at path: String) throws -> RecordRegion {
+        RecordRegion(mapping: try MappedFile(path: path, size: RecordRegion.mappingSize(recordCapacity: 4096, lanes: 2)),
+                     kind: .crashSafeList, recordCapacity: 4096, lanes: 2)
+    }
+
     /// Two threads add in turn, each add numbered under a lock of the test's, so the order of arrival is
     /// known: their records land in both lanes of the list, and the logs go out in that order.
     func testLogsAddedOnTwoThreadsGoOutInTheOrderTheyArrived() throws {
@@ -52,9 +58,7 @@ final class LaneTests: XCTestCase {
     /// them lane after lane), is published in order of arrival, each item once.
     func testRecoveryMergesALeftListsLanesInOrderOfArrival() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
-        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1",
-                                                        size: RecordRegion.mappingSize(recordCapacity: 4096, lanes: 2)),
-                                kind: .crashSafeList, recordCapacity: 4096, lanes: 2)
+        let list = try twoLaneList(at: bufferFolder + "/crash-safe-list-1")
         appendLogs(["0", "2", "3", "6"], to: list, lane: 0, sequences: [0, 2, 3, 6])
         appendLogs(["1", "4", "5"], to: list, lane: 1, sequences: [1, 4, 5])
         let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
@@ -74,9 +78,7 @@ final class LaneTests: XCTestCase {
     /// through deduplication by item ID, which sorts by sequence).
     func testRecoveryOrdersLanesByArrivalWhenItDeduplicates() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
-        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1",
-                                                        size: RecordRegion.mappingSize(recordCapacity: 4096, lanes: 2)),
-                                kind: .crashSafeList, recordCapacity: 4096, lanes: 2)
+        let list = try twoLaneList(at: bufferFolder + "/crash-safe-list-1")
         appendLogs(["1", "2"], to: list, lane: 1, sequences: [1, 2])
         appendLogs(["0", "3"], to: list, lane: 0, sequences: [0, 3])
         let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
@@ -93,6 +95,33 @@ final class LaneTests: XCTestCase {
         XCTAssertEqual(buffer.recovery.discardedBytes, 3)
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2", "3"])
+    }
+
+    /// A list is read up to the end of its last lane that holds records: an empty lane 1, which starts past
+    /// a whole batch, adds nothing (an empty list was read up to there, a megabyte by default, at every
+    /// start). A two-lane list says format version 2 and its lane count; a one-lane file stays version 1.
+    func testAListIsReadNoFurtherThanItsLanesRecords() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = try twoLaneList(at: bufferFolder + "/crash-safe-list-1")
+        XCTAssertEqual(list.base.load(fromByteOffset: 4, as: UInt16.self), 2, "version 2")
+        XCTAssertEqual(list.base.load(fromByteOffset: 7, as: UInt8.self), 2, "two lanes")
+        let empty = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "crash-safe-list-1"))
+        XCTAssertEqual(empty.bytes.count, RecordFraming.maxHeaderSize, "the first bytes only")
+        XCTAssertEqual(empty.withRecords(\.count), 0)
+
+        appendLogs((0..<5).map { "lane 0, item \($0)" }, to: list, lane: 0)
+        let lane0End = 128 + list.committedRecordBytes(lane: 0)
+        XCTAssertGreaterThan(lane0End, RecordFraming.maxHeaderSize)
+        XCTAssertEqual((try FramedFile.read(folder: bufferFolder, name: "crash-safe-list-1"))?.bytes.count, lane0End)
+
+        appendLogs(["lane 1"], to: list, from: 5, lane: 1)
+        let read = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "crash-safe-list-1"))
+        XCTAssertEqual(read.bytes.count, 4224 + list.committedRecordBytes(lane: 1))
+        XCTAssertEqual(read.withRecords(\.count), list.recordBytes)
+
+        let single = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/one-lane", size: 4096 + 32), kind: .crashSafeList)
+        XCTAssertEqual(single.base.load(fromByteOffset: 4, as: UInt16.self), 1, "a file of one lane is written as version 1 wrote it")
+        XCTAssertEqual(single.base.load(fromByteOffset: 7, as: UInt8.self), 0)
     }
 
     /// A list written by format version 1 (one lane, no lane count) still recovers.
@@ -116,25 +145,26 @@ final class LaneTests: XCTestCase {
     /// (no item twice), and what does not add up counts as discarded.
     func testCraftedLaneTablesNeitherTrapNorReadAByteTwice() throws {
         let laneLine = 64, startOffset = 8, committedLine = 64
-        let crafts: [(String, (UnsafeMutableRawPointer) -> Void)] = [
-            ("nine lanes", { $0.storeBytes(of: UInt8(9), toByteOffset: 7, as: UInt8.self) }),
-            ("255 lanes", { $0.storeBytes(of: UInt8(255), toByteOffset: 7, as: UInt8.self) }),
-            ("lane 1 inside the header", { $0.storeBytes(of: UInt64(16).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }),
-            ("lane 1 at lane 0's start", { $0.storeBytes(of: UInt64(128).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }),
-            ("lane 1 inside lane 0's records", { $0.storeBytes(of: UInt64(200).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }),
-            ("lane 1 past any file", { $0.storeBytes(of: UInt64.max.littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }),
-            ("lane 1 committed past everything", { $0.storeBytes(of: UInt64.max.littleEndian, toByteOffset: committedLine, as: UInt64.self) }),
-            ("lane 0 committed into lane 1", { $0.storeBytes(of: UInt64(1 << 40).littleEndian, toByteOffset: 16, as: UInt64.self) }),
+        // The name, the damage, and whether the lane table no longer adds up (then the file counts whole as
+        // discarded, as any header that does not read).
+        let crafts: [(String, (UnsafeMutableRawPointer) -> Void, Bool)] = [
+            ("nine lanes", { $0.storeBytes(of: UInt8(9), toByteOffset: 7, as: UInt8.self) }, true),
+            ("255 lanes", { $0.storeBytes(of: UInt8(255), toByteOffset: 7, as: UInt8.self) }, true),
+            ("lane 1 inside the header", { $0.storeBytes(of: UInt64(16).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
+            ("lane 1 at lane 0's start", { $0.storeBytes(of: UInt64(128).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
+            ("lane 1 inside lane 0's records", { $0.storeBytes(of: UInt64(200).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, false),
+            ("lane 1 past the file", { $0.storeBytes(of: UInt64(1 << 40).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
+            ("lane 1 past any file", { $0.storeBytes(of: UInt64.max.littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
+            ("lane 1 committed past everything", { $0.storeBytes(of: UInt64.max.littleEndian, toByteOffset: committedLine, as: UInt64.self) }, false),
+            ("lane 0 committed into lane 1", { $0.storeBytes(of: UInt64(1 << 40).littleEndian, toByteOffset: 16, as: UInt64.self) }, false),
         ]
-        for (name, craft) in crafts {
+        for (name, craft, tableBroken) in crafts {
             let folder = try TemporaryDirectory()
             defer { folder.remove() }
             let buffers = folder.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
             try FileManager.default.createDirectory(atPath: buffers, withIntermediateDirectories: true)
             do {
-                let list = RecordRegion(mapping: try MappedFile(path: buffers + "/crash-safe-list-1",
-                                                                size: RecordRegion.mappingSize(recordCapacity: 4096, lanes: 2)),
-                                        kind: .crashSafeList, recordCapacity: 4096, lanes: 2)
+                let list = try twoLaneList(at: buffers + "/crash-safe-list-1")
                 appendLogs(["0", "2"], to: list, lane: 0, sequences: [0, 2])
                 appendLogs(["1", "3"], to: list, lane: 1, sequences: [1, 3])
                 craft(list.base)
@@ -145,7 +175,12 @@ final class LaneTests: XCTestCase {
             XCTAssertEqual(Set(bodies).count, bodies.count, "\(name): an item twice: \(bodies)")
             XCTAssertTrue(Set(bodies).isSubset(of: ["0", "1", "2", "3"]), "\(name): \(bodies)")
             XCTAssertEqual(bodies, bodies.sorted(), "\(name): out of order")
-            if bodies.count < 4 { XCTAssertGreaterThan(buffer.recovery.discardedBytes, 0, "\(name): lost without a count") }
+            if tableBroken {
+                XCTAssertEqual(bodies, [], name)
+                XCTAssertEqual(buffer.recovery.discardedBytes, RecordRegion.mappingSize(recordCapacity: 4096, lanes: 2), "\(name): the file, counted whole")
+            } else if bodies.count < 4 {
+                XCTAssertGreaterThan(buffer.recovery.discardedBytes, 0, "\(name): lost without a count")
+            }
         }
     }
 }
