@@ -18,8 +18,8 @@ struct FramedFile {
     /// user's file, one larger than `FileSystem.maxFramedFileBytes`, one a later format version wrote: an
     /// app run again at an older version leaves that for the newer one), and throws if it exists but cannot
     /// be read (its items are then not to be taken as gone). A file with no valid header has no records. A
-    /// list is read up to its last lane's committed length: the rest of its fixed size is stale or zeros,
-    /// and a list left by a clean exit holds nothing but its header.
+    /// list is read up to the end of its last lane with records: the rest of its fixed size is stale or
+    /// zeros, and a list left by a clean exit holds nothing but its header.
     static func read(folder: String, name: String) throws -> FramedFile? {
         do {
             guard let bytes = try FileSystem.readFile(folder + "/" + name, prefix: RecordFraming.maxHeaderSize,

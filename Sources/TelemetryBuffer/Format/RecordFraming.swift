@@ -127,11 +127,13 @@ enum RecordFraming {
     /// The bytes of each lane's committed records (offsets into the buffer) that a list's header records,
     /// within the first `available` bytes, in lane order; `nil` for a header whose lanes do not add up
     /// (more than `maxLanes`, a lane table cut short, a lane starting no later than the one before it, a
-    /// lane with records starting past `available`: crafted or damaged). A committed length runs no
-    /// further than the next lane's start, so no byte is read as two lanes'.
+    /// later lane with records starting at or past `available`: crafted or damaged). A committed length
+    /// runs no further than the next lane's start, so no byte is read as two lanes'. Version 1 has one
+    /// lane, whatever its reserved byte says.
     static func laneRecords(ofHeader bytes: UnsafeRawBufferPointer, available: Int) -> [Range<Int>]? {
         guard kind(ofHeader: bytes) != nil else { return nil }
-        let lanes = max(1, Int(bytes[lanesOffset]))
+        let isVersion1 = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: versionOffset, as: UInt16.self)) == 1
+        let lanes = isVersion1 ? 1 : max(1, Int(bytes[lanesOffset]))
         let header = headerSize(lanes: lanes)
         guard lanes <= maxLanes, bytes.count >= header else { return nil }
         var starts = [header]
@@ -143,7 +145,8 @@ enum RecordFraming {
         var records: [Range<Int>] = []
         for (lane, start) in starts.enumerated() {
             let committed = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: committedOffset(lane: lane), as: UInt64.self))
-            guard committed == 0 || start <= available else { return nil }
+            // A lane's records cut off whole by the file's end: the table, not the records, is what is wrong.
+            guard lane == 0 || committed == 0 || start < available else { return nil }
             let end = lane + 1 < lanes ? starts[lane + 1] : Int.max
             let length = Int(min(committed, UInt64(end - start)))
             records.append(min(start, available)..<min(start + length, available))

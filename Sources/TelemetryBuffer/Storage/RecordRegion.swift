@@ -6,9 +6,10 @@ import Foundation
 ///
 /// Appending is a bounds check, a copy and a release store of the committed length; never an allocation,
 /// and no syscall unless a commit waits for an earlier writer that is not running. Readers on other
-/// threads (the IO cache) or in a crash handler trust only the committed length, read with acquire. Writers either append one at a time (`append`), or reserve their records'
-/// places one at a time and then write them at once (`write`, then `commit`, which publishes the records
-/// of a lane in the order of their places). Resets are the owner's, with no write under way.
+/// threads (the IO cache) or in a crash handler trust only the committed length, read with acquire.
+/// Writers either append one at a time (`append`), or reserve their records' places one at a time and
+/// then write them at once (`write`, then `commit`, which publishes the records of a lane in the order of
+/// their places). Resets are the owner's, with no write under way.
 ///
 /// A region may have several lanes, each a run of records with its own committed length (see
 /// `RecordFraming`): threads that add at once each write into a lane of their own, so that neither waits
@@ -129,12 +130,8 @@ final class RecordRegion {
         length + RecordFraming.recordHeaderSize + payloadCount <= recordCapacity
     }
 
-    /// Whether a record with a payload of `payloadCount` bytes fits after `length` bytes of records in
-    /// `lane`.
-    @inline(__always)
-    func fits(payloadCount: Int, after length: Int, in lane: Int) -> Bool {
-        length + RecordFraming.recordHeaderSize + payloadCount <= lanes[lane].capacity
-    }
+    /// Bytes of records `lane` can hold.
+    func capacity(lane: Int) -> Int { lanes[lane].capacity }
 
     /// Appends one record after the committed ones of lane 0, then publishes it with a release store; the
     /// caller checked `fits` first.

@@ -31,7 +31,7 @@ final class RotatingRegions: @unchecked Sendable {
         /// ahead of the committed lengths while records are being written outside the lock, equal to them
         /// otherwise. 32-bit (a region holds at most 1 MiB), as `activeRegion` is 8-bit and the nonce
         /// stays outside: the state fits a cache line.
-        private var lengths: (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
+        private var lengths = SIMD4<UInt32>()
         private var activeRegion: UInt8 = 0
         /// The inactive region holds records that are not yet forwarded.
         var pending = false
@@ -57,24 +57,10 @@ final class RotatingRegions: @unchecked Sendable {
         func length(_ index: Int) -> Int { length(index, lane: 0) + length(index, lane: 1) }
 
         @inline(__always)
-        func length(_ index: Int, lane: Int) -> Int {
-            switch index << 1 | lane {
-            case 0: Int(lengths.0)
-            case 1: Int(lengths.1)
-            case 2: Int(lengths.2)
-            default: Int(lengths.3)
-            }
-        }
+        func length(_ index: Int, lane: Int) -> Int { Int(lengths[index << 1 | lane]) }
 
         @inline(__always)
-        mutating func setLength(_ index: Int, lane: Int, _ length: Int) {
-            switch index << 1 | lane {
-            case 0: lengths.0 = UInt32(length)
-            case 1: lengths.1 = UInt32(length)
-            case 2: lengths.2 = UInt32(length)
-            default: lengths.3 = UInt32(length)
-            }
-        }
+        mutating func setLength(_ index: Int, lane: Int, _ length: Int) { lengths[index << 1 | lane] = UInt32(truncatingIfNeeded: length) }
     }
 
     private let state = Locked(State())
@@ -86,6 +72,8 @@ final class RotatingRegions: @unchecked Sendable {
     private let maxSpans: Int
     /// The lanes of each region: 1 or 2.
     private let lanes: Int
+    /// Bytes of records lane 1 of a region can hold (lane 0 holds whatever the region does).
+    private let laneOneCapacity: Int
     /// The nonce of every item ID (see `ItemID`), outside the state to keep it within a cache line.
     private let nonce = UInt64.random(in: .min ... .max)
     /// For claimable regions: the appending thread while an append is under way, read by the crash handler.
@@ -97,6 +85,7 @@ final class RotatingRegions: @unchecked Sendable {
     init(_ first: RecordRegion, _ second: RecordRegion, maxLogs: Int, maxSpans: Int, claimable: Bool = false) {
         precondition(first.laneCount == second.laneCount && (1...2).contains(first.laneCount))
         lanes = first.laneCount
+        laneOneCapacity = lanes > 1 ? first.capacity(lane: 1) : 0
         self.first = first
         self.second = second
         unmanaged = (.passUnretained(first), .passUnretained(second))
@@ -154,7 +143,7 @@ final class RotatingRegions: @unchecked Sendable {
     private func reserve(_ item: EncodedItem, lane wanted: Int, rotated: Bool, _ state: inout State, _ place: inout Place) -> AppendOutcome {
         let active = state.active, empty = state.length(active) == 0
         var lane = wanted, offset = state.length(active, lane: wanted)
-        if lane != 0, !withRegion(active, { $0.fits(payloadCount: item.payload.count, after: offset, in: lane) }) {
+        if lane != 0, offset + RecordFraming.recordHeaderSize + item.payload.count > laneOneCapacity {
             (lane, offset) = (0, state.length(active, lane: 0))
         }
         place = (active, lane, offset, state.sequence)

@@ -49,7 +49,7 @@ final class LaneTests: XCTestCase {
         XCTAssertEqual(done.wait(timeout: .now() + 60), .success, "the adding threads did not finish")
         let list = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "crash-safe-list-1"))
         XCTAssertEqual(list.records.count, RecordRegion.listLanes)
-        XCTAssertEqual(list.records.filter { !$0.isEmpty }.count, 2, "each thread wrote into a lane of its own")
+        XCTAssertEqual(list.records.filter { !$0.isEmpty }.count, RecordRegion.listLanes, "each thread wrote into a lane of its own")
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<2 * perThread).map(String.init))
     }
@@ -124,20 +124,27 @@ final class LaneTests: XCTestCase {
         XCTAssertEqual(single.base.load(fromByteOffset: 7, as: UInt8.self), 0)
     }
 
-    /// A list written by format version 1 (one lane, no lane count) still recovers.
+    /// A list written by format version 1 (one lane, no lane count) still recovers, whatever its reserved
+    /// byte says (a flipped bit there must not turn its records into a lane table).
     func testAVersionOneListStillRecovers() throws {
-        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
-        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-2", size: 4096 + 32),
-                                kind: .crashSafeList)
-        appendLogs(["a", "b", "c"], to: list)
-        list.base.storeBytes(of: UInt16(1).littleEndian, toByteOffset: 4, as: UInt16.self)  // the version
-        list.base.storeBytes(of: UInt8(0), toByteOffset: 7, as: UInt8.self)  // version 1's reserved byte
-
-        let buffer = try TelemetryBuffer(options: testOptions(directory))
-        XCTAssertEqual(buffer.recovery.items, 3)
-        XCTAssertEqual(buffer.recovery.discardedBytes, 0)
-        buffer.close()
-        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a", "b", "c"])
+        for reserved: UInt8 in [0, 2] {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let buffers = folder.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
+            try FileManager.default.createDirectory(atPath: buffers, withIntermediateDirectories: true)
+            do {
+                let list = RecordRegion(mapping: try MappedFile(path: buffers + "/crash-safe-list-2", size: 4096 + 32),
+                                        kind: .crashSafeList)
+                appendLogs(["a", "b", "c"], to: list)
+                list.base.storeBytes(of: UInt16(1).littleEndian, toByteOffset: 4, as: UInt16.self)  // the version
+                list.base.storeBytes(of: reserved, toByteOffset: 7, as: UInt8.self)
+            }
+            let buffer = try TelemetryBuffer(options: testOptions(folder))
+            XCTAssertEqual(buffer.recovery.items, 3, "reserved byte \(reserved)")
+            XCTAssertEqual(buffer.recovery.discardedBytes, 0, "reserved byte \(reserved)")
+            buffer.close()
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a", "b", "c"], "reserved byte \(reserved)")
+        }
     }
 
     /// Crafted lane tables: too many lanes, lanes that start inside the header, run backwards, overlap or
@@ -154,6 +161,8 @@ final class LaneTests: XCTestCase {
             ("lane 1 at lane 0's start", { $0.storeBytes(of: UInt64(128).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
             ("lane 1 inside lane 0's records", { $0.storeBytes(of: UInt64(200).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, false),
             ("lane 1 past the file", { $0.storeBytes(of: UInt64(1 << 40).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
+            ("lane 1 at the file's end", { $0.storeBytes(of: UInt64(6272).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
+            ("lane 1 at Int.max", { $0.storeBytes(of: UInt64(Int.max).littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
             ("lane 1 past any file", { $0.storeBytes(of: UInt64.max.littleEndian, toByteOffset: laneLine + startOffset, as: UInt64.self) }, true),
             ("lane 1 committed past everything", { $0.storeBytes(of: UInt64.max.littleEndian, toByteOffset: committedLine, as: UInt64.self) }, false),
             ("lane 0 committed into lane 1", { $0.storeBytes(of: UInt64(1 << 40).littleEndian, toByteOffset: 16, as: UInt64.self) }, false),
