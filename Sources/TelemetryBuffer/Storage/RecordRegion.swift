@@ -21,9 +21,8 @@ final class RecordRegion {
     let base: UnsafeMutableRawPointer
     /// Bytes of records all lanes hold together at most (the owner's to keep to: see `fits`).
     let recordCapacity: Int
-    /// How many lanes the region has: 1, or `laneCount` for the crash-safe list.
+    /// How many lanes the region has: 1, or `listLanes` for the crash-safe list.
     let laneCount: Int
-    private let kind: RecordFraming.Kind
     /// Keeps the mapping alive; `nil` for heap memory.
     private let mapping: MappedFile?
     /// Each lane's records, committed length and capacity; owned, allocated once (no array on the hot path).
@@ -60,7 +59,6 @@ final class RecordRegion {
     /// A heap region with room for `recordCapacity` bytes of records, in one lane.
     init(recordCapacity: Int, kind: RecordFraming.Kind) {
         self.recordCapacity = recordCapacity
-        self.kind = kind
         mapping = nil
         laneCount = 1
         base = .allocate(byteCount: RecordFraming.headerSize + recordCapacity, alignment: 16)
@@ -73,7 +71,6 @@ final class RecordRegion {
     init(mapping: MappedFile, kind: RecordFraming.Kind, recordCapacity: Int, lanes: Int) {
         precondition(mapping.size == Self.mappingSize(recordCapacity: recordCapacity, lanes: lanes))
         self.mapping = mapping
-        self.kind = kind
         self.recordCapacity = recordCapacity
         laneCount = lanes
         base = mapping.base
