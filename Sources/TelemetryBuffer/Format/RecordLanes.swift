@@ -10,9 +10,6 @@ struct RecordLanes {
 
     init(_ lanes: [UnsafeRawBufferPointer]) { self.lanes = lanes }
 
-    /// The records of a buffer with one lane.
-    init(_ records: UnsafeRawBufferPointer) { lanes = [records] }
-
     /// Record bytes in all lanes.
     var count: Int { lanes.reduce(0) { $0 + $1.count } }
 

@@ -74,7 +74,7 @@ final class LaneTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<8).map(String.init))
     }
 
-    /// The same when the list cannot be published as it is (a damaged record in its cache sends recovery
+    /// The same when the list cannot be published as it is (a torn tail in its cache sends recovery
     /// through deduplication by item ID, which sorts by sequence).
     func testRecoveryOrdersLanesByArrivalWhenItDeduplicates() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
