@@ -1,3 +1,4 @@
+import CTelemetrySignals
 import Foundation
 import XCTest
 @testable import TelemetryBuffer
@@ -52,6 +53,42 @@ final class LaneTests: XCTestCase {
         XCTAssertEqual(list.records.filter { !$0.isEmpty }.count, RecordRegion.listLanes, "each thread wrote into a lane of its own")
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<2 * perThread).map(String.init))
+    }
+
+    /// A thread whose lane is full goes on in lane 0, which holds whatever the region does; read back, its
+    /// items keep the order they were added in.
+    func testAThreadWhoseLaneIsFullGoesOnInLaneZeroInOrder() throws {
+        try XCTSkipIf(RecordRegion.listLanes == 1, "one lane where records are copied under the lock")
+        // 4 KiB of records: lane 1 holds 2 KiB, six records of 325 bytes.
+        let regions = RotatingRegions(try twoLaneList(at: directory.url.path + "/list-1"), try twoLaneList(at: directory.url.path + "/list-2"),
+                                      maxLogs: 100, maxSpans: 100)
+        final class Outcomes: @unchecked Sendable { var all: [AppendOutcome] = [] }
+        let outcomes = Outcomes()
+        // Threads take lane numbers in turn: of two new threads, one picks lane 1.
+        for _ in 0..<2 where outcomes.all.isEmpty {
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                defer { done.signal() }
+                guard tb_thread_lane() & 1 == 1 else { return }
+                for index in 0..<10 {
+                    let payload = Array(("{\"n\":\(index)" + String(repeating: " ", count: 300 - 7) + "}").utf8)
+                    outcomes.all.append(payload.withUnsafeBytes {
+                        regions.append(EncodedItem(category: .log, payload: $0, payloadCRC: CRC32C.checksum($0), traceID: nil))
+                    })
+                }
+            }.start()
+            XCTAssertEqual(done.wait(timeout: .now() + 60), .success)
+        }
+        XCTAssertEqual(outcomes.all.count, 10, "a thread on lane 1 added")
+        XCTAssertFalse(outcomes.all.contains(.rejected(.bufferOverflow)))
+        let region = regions.region(0)
+        var lanes: [[UInt64]] = [[], []]
+        for lane in 0...1 { RecordFraming.forEachRecord(in: region.records(lane: lane)) { lanes[lane].append($0.id.sequence) } }
+        XCTAssertEqual(lanes[1], Array(0..<6), "lane 1 until full")
+        XCTAssertEqual(lanes[0], Array(6..<10), "then lane 0")
+        var merged: [UInt64] = []
+        region.records.forEachRecord { merged.append($0.id.sequence) }
+        XCTAssertEqual(merged, Array(0..<10))
     }
 
     /// A list whose lanes hold interleaved items, left by a killed process with its IO cache (which holds
