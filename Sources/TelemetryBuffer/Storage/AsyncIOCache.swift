@@ -11,10 +11,8 @@ import Foundation
 final class AsyncIOCache {
     private let path: String
     private var fd: FileDescriptor
-    /// Record bytes of each lane of the list already written to the file.
+    /// Record bytes of each lane of the list already written to the file, one lane's after another's.
     private var mirrored: [Int] = []
-    /// Record bytes in the file.
-    private var length = 0
     private var unsynced = false
     /// `retire` moved the file away but no empty file has taken its place yet.
     private var moved = false
@@ -57,8 +55,7 @@ final class AsyncIOCache {
             let records = list.records(lane: lane)
             guard records.count > mirrored[lane] else { continue }
             try Self.write(UnsafeRawBufferPointer(rebasing: records[mirrored[lane]...]),
-                           at: RecordFraming.headerSize + length, fd: fd, path: path)
-            length += records.count - mirrored[lane]
+                           at: RecordFraming.headerSize + mirrored.reduce(0, +), fd: fd, path: path)
             mirrored[lane] = records.count
             wrote = true
         }
@@ -110,7 +107,6 @@ final class AsyncIOCache {
         fd = fresh
         moved = false
         mirrored = []
-        length = 0
         unsynced = false
     }
 

@@ -108,9 +108,8 @@ final class KillTests: XCTestCase {
     func testASpareThatStillHoldsRecordsIsNotReadBackAsTheCaches() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
-        try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
-        let spare = try AsyncIOCache(path: buffer.appendingPathComponent("spare-0").path)
+        let buffer = try folder.makeBufferFolder(dsn: demoDefaultDSN)
+        let spare = try AsyncIOCache(path: buffer + "/spare-0")
         let published = RecordRegion(recordCapacity: 1 << 16, kind: .memoryList)
         appendLogs((0..<20).map { "item \($0)" }, to: published, nonce: 99)
         try spare.catchUp(with: published)
@@ -129,10 +128,9 @@ final class KillTests: XCTestCase {
     func testARecoveryKilledBetweenItsPartsDeliversEveryItemOnce() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
-        try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
+        let buffer = try folder.makeBufferFolder(dsn: demoDefaultDSN)
         let padding = String(repeating: "p", count: 1000)
-        let expected = try plantPublishedCopies(in: buffer.path, files: 10) { file, index in
+        let expected = try plantPublishedCopies(in: buffer, files: 10) { file, index in
             (file == 0 || file == 9) && index == 5 ? "twin" : "f\(file) i\(index) \(padding)"
         }
         let killed = try Demo.recover(folder, .doubleRotatingBuffer, failpoint: .recoveryPartDone)

@@ -167,8 +167,7 @@ final class LaneTests: XCTestCase {
         for reserved: UInt8 in [0, 2] {
             let folder = try TemporaryDirectory()
             defer { folder.remove() }
-            let buffers = folder.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
-            try FileManager.default.createDirectory(atPath: buffers, withIntermediateDirectories: true)
+            let buffers = try folder.makeBufferFolder()
             do {
                 let list = RecordRegion(mapping: try MappedFile(path: buffers + "/crash-safe-list-2", size: 4096 + 32),
                                         kind: .crashSafeList)
@@ -207,8 +206,7 @@ final class LaneTests: XCTestCase {
         for (name, craft, tableBroken) in crafts {
             let folder = try TemporaryDirectory()
             defer { folder.remove() }
-            let buffers = folder.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
-            try FileManager.default.createDirectory(atPath: buffers, withIntermediateDirectories: true)
+            let buffers = try folder.makeBufferFolder()
             do {
                 let list = try twoLaneList(at: buffers + "/crash-safe-list-1")
                 appendLogs(["0", "2"], to: list, lane: 0, sequences: [0, 2])

@@ -13,6 +13,14 @@ struct TemporaryDirectory {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
+    /// Creates the folder where a buffer on `dsn` keeps its files in this cache directory
+    /// (`<SHA-1 of the DSN>/telemetry-buffer`), for a test to plant files in; returns its path.
+    func makeBufferFolder(dsn: String = testDSN) throws -> String {
+        let path = url.appendingPathComponent(SHA1.hex(dsn.utf8)).appendingPathComponent("telemetry-buffer").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
     /// Removes the folder once every buffer released without `close()` has finished its final forward:
     /// one still writing would make the removal fail part-way (leaving the folder), and its crash
     /// handlers, still installed, would leak into the next test.
