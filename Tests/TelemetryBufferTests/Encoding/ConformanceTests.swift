@@ -4,8 +4,7 @@ import XCTest
 
 /// Every kind of envelope the library writes, stored and as sent (with `sent_at` and a client report), is
 /// parsed by the official Sentry Python SDK (`sentry_sdk.envelope.Envelope.deserialize_from`, sentry-sdk
-/// 2.75.0) and by the strict byte walk.
-/// Without sentry-sdk the test skips locally and fails when `CI=true`.
+/// 2.75.0) and by the strict byte walk. Without sentry-sdk the test skips (see `OfficialParser.require()`).
 final class ConformanceTests: XCTestCase {
     private var directory: TemporaryDirectory!
 
@@ -13,6 +12,7 @@ final class ConformanceTests: XCTestCase {
     override func tearDown() { directory.remove() }
 
     func testTheOfficialParserAcceptsEveryKindOfEnvelope() throws {
+        try OfficialParser.require()
         let buffer = try TelemetryBuffer(options: testOptions(directory) {
             $0.maxBatchBytes = 8192
             $0.maxLogsPerBatch = 7
@@ -61,7 +61,7 @@ final class ConformanceTests: XCTestCase {
         }, "every log carries sentry.timestamp.sequence")
         XCTAssertTrue(sent.allSatisfy { $0.items.last?.type == "client_report" && $0.discards["invalid/log_item"] == 1 })
         XCTAssertTrue(sent.allSatisfy { $0.header["sent_at"] is String })
-        let summaries = try parseWithSentrySDK(buffer.envelopesDirectory, wire)
+        let summaries = try OfficialParser.parse(buffer.envelopesDirectory, wire)
         XCTAssertEqual(summaries.count, stored.count + sent.count)
         for (folder, envelopes) in [(buffer.envelopesDirectory, stored), (wire, sent)] {
             for envelope in envelopes {
@@ -89,32 +89,4 @@ final class ConformanceTests: XCTestCase {
             XCTAssertTrue(spans.allSatisfy { $0["trace_id"] as? String == trace }, "one trace per envelope", file: file, line: line)
         }
     }
-}
-
-/// Runs `Tests/Conformance/parse_envelopes.py` on `folders`; skips (or fails on CI) without sentry-sdk.
-func parseWithSentrySDK(_ folders: URL...) throws -> [String: [String: Any]] {
-    // This file is Tests/TelemetryBufferTests/Encoding/ConformanceTests.swift.
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Conformance/parse_envelopes.py")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", script.path] + folders.map(\.path)
-    let output = Pipe(), errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    do { try process.run() } catch { throw skipOrFail("python3 cannot be started: \(error)") }
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    switch process.terminationStatus {
-    case 0: break
-    case 3, 127: throw skipOrFail("sentry-sdk is not available (pip install sentry-sdk==2.75.0): \(message)")
-    default: throw WalkError("the official parser rejected an envelope: \(message)")
-    }
-    return try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: [String: Any]])
-}
-
-private func skipOrFail(_ reason: String) -> Error {
-    if ProcessInfo.processInfo.environment["CI"] == "true" { return WalkError("CI=true: \(reason)") }
-    return XCTSkip(reason)
 }

@@ -22,7 +22,15 @@ final class DemoTests: XCTestCase {
         let spanNames = walked.flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
             .compactMap { $0["name"] as? String }
         XCTAssertEqual(spanNames.sorted(), (0..<500).map { "item \($0)" }.sorted())
-        let summaries = try parseWithSentrySDK(envelopes)
+    }
+
+    func testTheOfficialParserAcceptsEveryDemoEnvelope() throws {
+        try OfficialParser.require()
+        let run = try Demo.run(["stress", "--dir", directory.url.path, "--count", "500", "--spans"])
+        XCTAssertEqual(run.status, 0, run.errors)
+        let walked = try walkEnvelopes(in: envelopes)
+        XCTAssertFalse(walked.isEmpty)
+        let summaries = try OfficialParser.parse(envelopes)
         XCTAssertEqual(summaries.count, walked.count, "the official parser read every demo envelope")
     }
 
