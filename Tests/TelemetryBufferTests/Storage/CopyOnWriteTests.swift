@@ -82,20 +82,24 @@ struct LoopMountedBtrfs {
         image = base.appendingPathExtension("img")
         mountPoint = base
         try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
+        let cleanUp = { [image, mountPoint] in
+            try? FileManager.default.removeItem(at: image)
+            try? FileManager.default.removeItem(at: mountPoint)
+        }
         guard FileManager.default.createFile(atPath: image.path, contents: nil), truncate(image.path, 200 << 20) == 0 else {
+            cleanUp()
             throw XCTSkip("cannot create a 200 MiB image in \(image.deletingLastPathComponent().path)")
         }
         let made = try Demo.run(["-q", "-f", image.path], deadline: 60, program: URL(fileURLWithPath: mkfs))
         guard made.status == 0 else {
-            try? FileManager.default.removeItem(at: image)
+            cleanUp()
             throw XCTSkip("mkfs.btrfs failed: \(made.errors)")
         }
         let mounted = try Demo.run(["-o", "loop", image.path, mountPoint.path], deadline: 60,
                                    program: URL(fileURLWithPath: "/bin/mount"))
         guard mounted.status == 0 else {
-            try? FileManager.default.removeItem(at: image)
-            try? FileManager.default.removeItem(at: mountPoint)
-            throw XCTSkip("cannot loop-mount a btrfs image here: \(mounted.errors)")
+            cleanUp()
+            throw XCTSkip("cannot loop-mount a btrfs image here (it needs a loop device): \(mounted.errors)")
         }
         #endif
     }
