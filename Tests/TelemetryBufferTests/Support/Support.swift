@@ -30,6 +30,13 @@ struct TemporaryDirectory {
     }
 }
 
+/// How many randomized runs a torture test makes: `quick` by default, so that a plain `swift test` stays
+/// quick, or what the environment `variable` says (`.ci/run` sets the full counts; the Testing article
+/// lists both).
+func tortureCount(_ variable: String, quick: Int) -> Int {
+    Int(ProcessInfo.processInfo.environment[variable] ?? "") ?? quick
+}
+
 /// Options for a test buffer in `directory`; a long interval unless the test is about the timer.
 func testOptions(_ directory: TemporaryDirectory, _ configure: (inout Options) -> Void = { _ in }) -> Options {
     var options = Options(dsn: testDSN)

@@ -7,19 +7,22 @@ import XCTest
 /// forward; a fresh process recovers. Every acknowledged item must arrive exactly once (FlushAll may lose
 /// what it held in memory on SIGKILL, never duplicate it).
 ///
-/// `TB_CRASH_RUNS` sets the random runs per strategy (default 30). The children run without Swift's
-/// backtracer (CrashTests checks that it still runs after the handler).
+/// `TB_CRASH_RUNS` sets the random runs per strategy (4 by default, 30 in CI), and with it the runs of the
+/// tests that crash while threads add or around a removal; each test starts its round of kinds at a
+/// random one, so that quick runs meet every kind over time. The children run without Swift's backtracer
+/// (CrashTests checks that it still runs after the handler).
 final class CrashTortureTests: XCTestCase {
-    private static let runs = Int(ProcessInfo.processInfo.environment["TB_CRASH_RUNS"] ?? "") ?? 30
+    private static let runs = tortureCount("TB_CRASH_RUNS", quick: 4)
     private static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "bus", "thread", "kill"]
 
     func testCrashesAtRandomMomentsAcrossForwardsDeliverEveryAcknowledgedItemExactlyOnce() throws {
         var generator = SystemRandomNumberGenerator()
+        let first = Int.random(in: 0..<Self.kinds.count, using: &generator)
         for strategy in Options.Strategy.allCases {
             for run in 0..<Self.runs {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let kind = Self.kinds[run % Self.kinds.count]
+                let kind = Self.kinds[(first + run) % Self.kinds.count]
                 let count = Int.random(in: 1...3000, using: &generator)
                 let linger = Int.random(in: 0...3000, using: &generator)
                 let label = "\(strategy) run \(run): \(kind) after \(count) items, \(linger) µs later"
@@ -41,11 +44,12 @@ final class CrashTortureTests: XCTestCase {
     func testCrashesWhileOtherThreadsAddDeliverEveryAcknowledgedItemExactlyOnce() throws {
         var generator = SystemRandomNumberGenerator()
         let kinds = ["segv", "abort", "bus", "fatal", "kill"]
+        let first = Int.random(in: 0..<kinds.count, using: &generator)
         for strategy in Options.Strategy.allCases {
-            for run in 0..<max(5, Self.runs / 3) {
+            for run in 0..<max(1, Self.runs / 3) {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let kind = kinds[run % kinds.count]
+                let kind = kinds[(first + run) % kinds.count]
                 let count = Int.random(in: 1...2000, using: &generator)
                 let linger = Int.random(in: 0...3000, using: &generator)
                 let label = "\(strategy) run \(run): \(kind) after \(count) items, \(linger) µs later, two threads adding"
@@ -68,14 +72,15 @@ final class CrashTortureTests: XCTestCase {
     func testCrashesAroundARemovalNeverBringBackWhatItRemovedNorDuplicate() throws {
         var generator = SystemRandomNumberGenerator()
         let kinds = ["segv", "abort", "bus", "fatal"]
+        let first = Int.random(in: 0..<kinds.count, using: &generator)
         for strategy in Options.Strategy.allCases {
-            for run in 0..<max(4, Self.runs / 3) {
+            for run in 0..<max(1, Self.runs / 3) {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let kind = kinds[run % kinds.count]
+                let kind = kinds[(first + run) % kinds.count]
                 let count = Int.random(in: 200...3000, using: &generator)
                 let removeAt = Int.random(in: 1..<count, using: &generator)
-                let during = run % 2 == 0
+                let during = (first + run) % 2 == 0
                 // A removal takes a few milliseconds here (syncs): the crash lands before, in or after it.
                 let linger = Int.random(in: 0...(during ? 20_000 : 3000), using: &generator)
                 let label = "\(strategy) run \(run): \(kind) \(during ? "during" : "after") a removal before \(removeAt) " +
