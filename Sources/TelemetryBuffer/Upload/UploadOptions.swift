@@ -11,7 +11,8 @@ extension TelemetryBuffer {
         /// Seconds of rest after `maxAttempts` failures; then the same cycle starts again.
         public var coolOff: Double = 30 * 60
         /// Seconds a request may take in all (the default client cancels it then, however its answer
-        /// trickles in); one an `HTTPClient` has not answered 5 s later counts as a network error.
+        /// trickles in); one an `HTTPClient` has not answered as long again later (at most 5 s later) counts
+        /// as a network error.
         public var requestTimeout: Double = 30
         /// Whether bodies of 1 KiB or more are sent gzip-compressed (`Content-Encoding: gzip`, with the
         /// system's zlib where there is one). A custom `HTTPClient` must then send every header it is given.

@@ -244,7 +244,8 @@ final class Uploader: @unchecked Sendable {
         // The queue does not wait for the response: `close()` waits for a request under way only so long.
         // The first answer counts: the client's, or after `requestTimeout` and a grace the watchdog's (a
         // client that never calls back would hold the uploader for good; one that calls back twice would
-        // leave the request group twice).
+        // leave the request group twice). The grace is the timeout again, at most 5 s: a client honours
+        // the timeout well within it, and a short timeout is not stretched many times over.
         let answered = Locked(false)
         let answer: @Sendable (Result<HTTPResponse, any Error>) -> Void = { [self] outcome in
             guard answered.withLock({ done in defer { done = true }; return !done }) else { return }
@@ -254,11 +255,9 @@ final class Uploader: @unchecked Sendable {
             }
         }
         client.send(request, completion: answer)
-        queue.asyncAfter(deadline: .now() + options.requestTimeout + Self.answerGrace) { answer(.failure(NoAnswer())) }
+        let grace = min(options.requestTimeout, 5)
+        queue.asyncAfter(deadline: .now() + options.requestTimeout + grace) { answer(.failure(NoAnswer())) }
     }
-
-    /// Seconds past `requestTimeout` after which a request the client has not answered counts as failed.
-    private static let answerGrace = 5.0
 
     /// The HTTP client did not answer within `requestTimeout` and a grace.
     private struct NoAnswer: Error, CustomStringConvertible {
