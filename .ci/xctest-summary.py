@@ -12,10 +12,12 @@ runs = re.findall(r"Test Suite 'All tests' (?:passed|failed).*\n\s*Executed (\d+
                   r"(\d+) failures? .*?in ([0-9.]+) ", text)
 if not runs:
     sys.exit("no XCTest summary found")
-executed, skipped, failed, seconds = runs[-1]
-executed, skipped, failed = int(executed), int(skipped or 0), int(failed)
-print(f"{executed - skipped - failed} passed, {failed} failed, {skipped} skipped, in {seconds} s of tests")
-reasons = sorted(set(re.findall(r" : Test skipped - (.*)", text)))
+seconds = runs[-1][3]
+# Test cases, not assertions (the summary's "failures" counts failed assertions).
+cases = {state: len(re.findall(rf"^Test Case '.*' {state} \(", text, re.M)) for state in ("passed", "failed", "skipped")}
+print(f"{cases['passed']} passed, {cases['failed']} failed, {cases['skipped']} skipped, in {seconds} s of tests")
+failed = cases["failed"] + int(runs[-1][2])
+reasons = sorted(set(re.findall(r" : Test skipped(?: -|:) (.*)", text)))
 for reason in reasons:
     print("skipped:", reason)
 for line in re.findall(r".*error: .*", text)[:20]:

@@ -17,11 +17,11 @@ final class KillTests: XCTestCase {
 
     func testRandomKillsThenRecoveryDeliverEveryAcknowledgedItemExactlyOnce() throws {
         var generator = SystemRandomNumberGenerator()
-        for strategy in Options.Strategy.allCases {
+        for (index, strategy) in Options.Strategy.allCases.enumerated() {
             for run in 0..<Self.runs {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let spans = run % 2 == 1
+                let spans = (run + index) % 2 == 1
                 let stress = try Demo.stress(folder, strategy, count: Self.count, spans: spans,
                                               killAfter: .random(in: 0...250_000, using: &generator))
                 // A third of the runs also kill the first recovery part-way.
@@ -41,11 +41,11 @@ final class KillTests: XCTestCase {
     /// forwards: every item acknowledged on any thread is delivered exactly once after recovery.
     func testRandomKillsWhileThreadsAddAtOnceDeliverEveryAcknowledgedItemExactlyOnce() throws {
         var generator = SystemRandomNumberGenerator()
-        for strategy in Self.crashSafe {
+        for (index, strategy) in Self.crashSafe.enumerated() {
             for run in 0..<max(1, Self.runs / 4) {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let spans = run % 2 == 1
+                let spans = (run + index) % 2 == 1
                 let stress = try Demo.stress(folder, strategy, count: Self.count * 2, spans: spans, threads: 3,
                                               killAfter: .random(in: 0...250_000, using: &generator))
                 let recovery = try Demo.recover(folder, strategy)
@@ -61,8 +61,8 @@ final class KillTests: XCTestCase {
     /// nothing is delivered twice and nothing never added is delivered.
     func testKillsAroundARemovalNeverBringBackWhatItRemovedNorDuplicate() throws {
         var generator = SystemRandomNumberGenerator()
-        let aim = Int.random(in: 0...1, using: &generator)  // which runs aim at the removal, when there is one run
-        for strategy in Options.Strategy.allCases {
+        let aim = Int.random(in: 0...1, using: &generator)  // which runs aim at the removal: every other one
+        for (index, strategy) in Options.Strategy.allCases.enumerated() {
             for run in 0..<max(1, Self.runs / 5) {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
@@ -70,9 +70,9 @@ final class KillTests: XCTestCase {
                 // A debug build adds about one item per 22 µs here after a start-up of some 25 ms: every other
                 // run aims the kill at the removal, the others anywhere in the run.
                 let around = 25_000 + removeAt * 22
-                let killAfter = (run + aim) % 2 == 0 ? useconds_t.random(in: 0...350_000, using: &generator)
+                let killAfter = (run + index + aim) % 2 == 0 ? useconds_t.random(in: 0...350_000, using: &generator)
                     : useconds_t.random(in: useconds_t(around - 20_000)...useconds_t(around + 20_000), using: &generator)
-                let spans = run % 4 == 1
+                let spans = (run + index) % 4 == 1
                 let stress = try Demo.run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue,
                                            "--count", "30000", "--max-envelopes", "100000", "--remove-at", String(removeAt)]
                                           + (spans ? ["--spans"] : []),

@@ -73,11 +73,12 @@ struct LoopMountedBtrfs {
         #if !os(Linux)
         throw XCTSkip("a loop-mounted btrfs needs Linux")
         #else
-        guard geteuid() == 0 else { throw XCTSkip("mounting a btrfs image needs root") }
         guard let mkfs = ["/usr/sbin/mkfs.btrfs", "/sbin/mkfs.btrfs", "/usr/bin/mkfs.btrfs"]
             .first(where: FileManager.default.isExecutableFile(atPath:)) else {
             throw XCTSkip("mkfs.btrfs not found (Debian: apt-get install btrfs-progs)")
         }
+        guard FileManager.default.isExecutableFile(atPath: "/bin/mount") else { throw XCTSkip("/bin/mount not found") }
+        guard geteuid() == 0 else { throw XCTSkip("mounting a btrfs image needs root") }
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("tb-btrfs-\(UUID().uuidString)")
         image = base.appendingPathExtension("img")
         mountPoint = base

@@ -31,10 +31,10 @@ struct TemporaryDirectory {
 }
 
 /// How many randomized runs a torture test makes: `quick` by default, so that a plain `swift test` stays
-/// quick, or what the environment `variable` says (`.ci/run` sets the full counts; the Testing article
-/// lists both).
+/// quick, or what the environment `variable` says, at least 1 (`.ci/run` sets the full counts; the
+/// Testing article lists both).
 func tortureCount(_ variable: String, quick: Int) -> Int {
-    Int(ProcessInfo.processInfo.environment[variable] ?? "") ?? quick
+    max(1, Int(ProcessInfo.processInfo.environment[variable] ?? "") ?? quick)
 }
 
 /// Options for a test buffer in `directory`; a long interval unless the test is about the timer.

@@ -17,12 +17,13 @@ final class CrashTortureTests: XCTestCase {
 
     func testCrashesAtRandomMomentsAcrossForwardsDeliverEveryAcknowledgedItemExactlyOnce() throws {
         var generator = SystemRandomNumberGenerator()
+        // The strategies take the kinds in turn, so that few runs still meet every kind.
         let first = Int.random(in: 0..<Self.kinds.count, using: &generator)
-        for strategy in Options.Strategy.allCases {
+        for (index, strategy) in Options.Strategy.allCases.enumerated() {
             for run in 0..<Self.runs {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let kind = Self.kinds[(first + run) % Self.kinds.count]
+                let kind = Self.kinds[(first + index * Self.runs + run) % Self.kinds.count]
                 let count = Int.random(in: 1...3000, using: &generator)
                 let linger = Int.random(in: 0...3000, using: &generator)
                 let label = "\(strategy) run \(run): \(kind) after \(count) items, \(linger) µs later"
@@ -45,11 +46,12 @@ final class CrashTortureTests: XCTestCase {
         var generator = SystemRandomNumberGenerator()
         let kinds = ["segv", "abort", "bus", "fatal", "kill"]
         let first = Int.random(in: 0..<kinds.count, using: &generator)
-        for strategy in Options.Strategy.allCases {
+        for (index, strategy) in Options.Strategy.allCases.enumerated() {
             for run in 0..<max(1, Self.runs / 3) {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let kind = kinds[(first + run) % kinds.count]
+                // A real crash first (SIGKILL only in later runs), each strategy another kind.
+                let kind = run == 0 ? kinds[(first + index) % (kinds.count - 1)] : kinds[(first + index + run) % kinds.count]
                 let count = Int.random(in: 1...2000, using: &generator)
                 let linger = Int.random(in: 0...3000, using: &generator)
                 let label = "\(strategy) run \(run): \(kind) after \(count) items, \(linger) µs later, two threads adding"
@@ -72,15 +74,16 @@ final class CrashTortureTests: XCTestCase {
     func testCrashesAroundARemovalNeverBringBackWhatItRemovedNorDuplicate() throws {
         var generator = SystemRandomNumberGenerator()
         let kinds = ["segv", "abort", "bus", "fatal"]
-        let first = Int.random(in: 0..<kinds.count, using: &generator)
-        for strategy in Options.Strategy.allCases {
+        let first = Int.random(in: 0..<kinds.count, using: &generator), firstDuring = Int.random(in: 0...1, using: &generator)
+        for (index, strategy) in Options.Strategy.allCases.enumerated() {
             for run in 0..<max(1, Self.runs / 3) {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let kind = kinds[(first + run) % kinds.count]
+                let kind = kinds[(first + index + run) % kinds.count]
                 let count = Int.random(in: 200...3000, using: &generator)
                 let removeAt = Int.random(in: 1..<count, using: &generator)
-                let during = (first + run) % 2 == 0
+                // Every other run dies during the removal, whatever its kind.
+                let during = (firstDuring + index + run) % 2 == 0
                 // A removal takes a few milliseconds here (syncs): the crash lands before, in or after it.
                 let linger = Int.random(in: 0...(during ? 20_000 : 3000), using: &generator)
                 let label = "\(strategy) run \(run): \(kind) \(during ? "during" : "after") a removal before \(removeAt) " +
