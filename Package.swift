@@ -17,8 +17,10 @@ let package = Package(
         // builds only: a release build of the library reads no such variable from the environment.
         .target(name: "TelemetryBuffer", dependencies: ["CTelemetrySignals"],
                 swiftSettings: [.define("TELEMETRY_BUFFER_FAILPOINTS", .when(configuration: .debug))]),
-        // The C target for `tb_fork` only (Swift's Darwin overlay marks `fork()` unavailable).
-        .executableTarget(name: "telemetry-demo", dependencies: ["TelemetryBuffer", "CTelemetrySignals"]),
+        // The demo, for macOS and Linux (it runs child processes and forks); its C target holds `fork()`,
+        // which Swift's Darwin overlay marks unavailable and watchOS and tvOS prohibit.
+        .target(name: "CTelemetryDemo"),
+        .executableTarget(name: "telemetry-demo", dependencies: ["TelemetryBuffer", "CTelemetryDemo"]),
         // The tests run the demo as a child process, so it must be built with them.
         .testTarget(name: "TelemetryBufferTests", dependencies: ["TelemetryBuffer", "telemetry-demo"]),
         // User code that imports TelemetryBuffer beside a module with the same type names.

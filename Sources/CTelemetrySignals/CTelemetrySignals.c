@@ -4,6 +4,10 @@
 // sigaction and raise, and allocates nothing.
 #include "CTelemetrySignals.h"
 
+#if defined(__APPLE__)
+#include <TargetConditionals.h>
+#endif
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -376,6 +380,9 @@ int tb_crash_settle(void) { return settle(0); }
 // MARK: Installation
 
 int tb_crash_install_alternate_stack(void) {
+#if defined(__APPLE__) && (TARGET_OS_WATCH || TARGET_OS_TV)
+    return ENOTSUP;  // `sigaltstack` is prohibited there
+#else
     stack_t current;
     if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_DISABLE)
         && current.ss_size >= TB_CRASH_ALTERNATE_STACK_SIZE) return 0;
@@ -391,6 +398,7 @@ int tb_crash_install_alternate_stack(void) {
         return error;
     }
     return 0;
+#endif
 }
 
 int tb_crash_install(int signals) {

@@ -1,5 +1,5 @@
 import Foundation
-import CTelemetrySignals
+import CTelemetryDemo
 import TelemetryBuffer
 #if canImport(Darwin)
 import Darwin
@@ -209,7 +209,7 @@ enum Crash {
     /// `fork()`s a child that adds five logs `child <n>` (printing `child add true|false`), then crashes; the
     /// parent waits for it and prints `child status <status>`.
     private static func forkChild(_ buffers: [TelemetryBuffer], trace: TraceID) {
-        let child = tb_fork()
+        let child = tb_demo_fork()
         if child == 0 {
             for index in 0..<5 {
                 let held = buffers.allSatisfy { $0.add(log: Log(level: .info, body: "child \(index)", traceID: trace)) }

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <unistd.h>
 
 #include "BufferFormat.h"
 
@@ -99,10 +98,6 @@ extern int tb_forked_child;
 /// Whether this process is such a child.
 static inline int tb_in_forked_child(void) { return __atomic_load_n(&tb_forked_child, __ATOMIC_RELAXED); }
 
-/// `fork()`, which Swift's Darwin overlay marks unavailable: the demo forks a child that adds (its test of
-/// the fork guards), on every platform.
-static inline pid_t tb_fork(void) { return fork(); }
-
 /// Registers the `fork()` hook that sets `tb_forked_child` (once per process).
 void tb_fork_guard_install(void);
 
@@ -182,7 +177,7 @@ void tb_crash_test_pause(const char *path, int pause_ms, int when_owned);
 
 /// Gives the calling thread an alternate signal stack of TB_CRASH_ALTERNATE_STACK_SIZE bytes, unless it
 /// has one at least that large. Without one, a stack overflow on the thread cannot run any handler.
-/// Returns 0, or an errno value.
+/// Returns 0, or an errno value: ENOTSUP on watchOS and tvOS, which prohibit `sigaltstack`.
 int tb_crash_install_alternate_stack(void);
 
 /// 1 when a store into a page of a `MAP_SHARED` mapping of `fd` never asks the file system for space once

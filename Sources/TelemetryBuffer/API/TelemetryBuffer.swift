@@ -558,7 +558,8 @@ public final class TelemetryBuffer: Sendable {
     /// call this at the start of other long-lived threads your app creates. A stack of at least 128 KiB
     /// the thread already has is kept; a smaller one is replaced (not freed).
     ///
-    /// - Returns: `true` if the thread has an alternate stack of at least 128 KiB afterwards.
+    /// - Returns: `true` if the thread has an alternate stack of at least 128 KiB afterwards; always `false`
+    ///   on watchOS and tvOS, which prohibit alternate signal stacks.
     @discardableResult
     public static func installAlternateSignalStack() -> Bool {
         tb_crash_install_alternate_stack() == 0

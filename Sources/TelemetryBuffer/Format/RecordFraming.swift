@@ -237,10 +237,13 @@ enum RecordFraming {
         mutating func next() -> Record? {
             guard bytes.count - offset >= recordHeaderSize, let base = bytes.baseAddress else { return nil }
             let record = base + offset
-            let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: lengthOffset, as: UInt32.self)))
-            guard length > 0, length <= bytes.count - offset - recordHeaderSize,
+            // Compared before it becomes an `Int`: where `Int` has 32 bits (watchOS), a damaged length of
+            // 2^31 or more would trap in the conversion.
+            let stated = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: lengthOffset, as: UInt32.self))
+            guard stated > 0, UInt(stated) <= UInt(bytes.count - offset - recordHeaderSize),
                   let category = ItemCategory(rawValue: record.load(fromByteOffset: categoryOffset, as: UInt8.self))
             else { return nil }
+            let length = Int(stated)
             let payload = UnsafeRawBufferPointer(start: record + recordHeaderSize, count: length)
             let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: crcOffset, as: UInt32.self))
             guard headerCRC(record, continuing: CRC32C.checksum(payload)) == stored else { return nil }

@@ -330,7 +330,7 @@ extension TelemetryBuffer {
         /// The size of the file at `path`; 0 if it cannot be read.
         private static func size(of path: String) -> Int {
             var status = stat()
-            return lstat(path, &status) == 0 ? Int(status.st_size) : 0
+            return lstat(path, &status) == 0 ? Int(clamping: status.st_size) : 0
         }
 
         /// Deletes a stored envelope and counts its items as dropped for `reason`.

@@ -170,7 +170,7 @@ enum FileSystem {
         defer { fd.close() }
         var status = stat()
         guard fstat(fd.rawValue, &status) == 0 else { throw error("fstat", path) }
-        let size = Int(status.st_size)
+        let size = Int(clamping: status.st_size)  // a 64-bit size: a huge file must not trap where `Int` has 32 bits
         guard size <= limit else { throw TooLarge(path: path, size: size) }
         var first = [UInt8](repeating: 0, count: min(prefix, size))
         let got = try first.withUnsafeMutableBytes { try readFully(fd, into: $0, path: path) }

@@ -46,6 +46,9 @@ final class RecordFramingTests: XCTestCase {
             "zero-filled tail": Array(bytes.prefix(2 * recordSize)) + [UInt8](repeating: 0, count: 200),
             "garbage tail": Array(bytes.prefix(2 * recordSize)) + (0..<200).map { _ in UInt8.random(in: 1...255) },
             "absurd length": { var b = bytes; b[2 * recordSize + 3] = 0x7F; return b }(),
+            // Past what a 32-bit `Int` holds (watchOS): compared, never converted.
+            "length 2^31": { var b = bytes; b.replaceSubrange(2 * recordSize..<2 * recordSize + 4, with: [0, 0, 0, 0x80]); return b }(),
+            "length 2^32 - 1": { var b = bytes; b.replaceSubrange(2 * recordSize..<2 * recordSize + 4, with: [0xFF, 0xFF, 0xFF, 0xFF]); return b }(),
             "truncated header": Array(bytes.prefix(2 * recordSize + 10)),
         ]
         for (name, bytes) in damaged {

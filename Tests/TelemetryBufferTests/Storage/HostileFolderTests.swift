@@ -279,13 +279,17 @@ final class HostileFolderTests: XCTestCase {
             for index in 0..<min(bytes.count, RecordFraming.headerSize) { bytes[index] = .random(in: 0...255, using: &generator) }
             return "garbage header"
         case 4:
-            // A huge committed length (header), record length (first record), or lane 1's committed length or
-            // start (in a list's lane table).
+            // A huge committed length (header), record length (first record, its low 4 bytes), or lane 1's
+            // committed length or start (in a list's lane table): past every size, or at the edges of 32
+            // and 64 bits (where `Int` has 32 bits, as on watchOS, 2^31 and more would trap in a conversion).
             let firstRecord = bytes.withUnsafeBytes { RecordFraming.laneRecords(ofHeader: $0, available: $0.count)?.first?.lowerBound }
             let offset = [RecordFraming.committedLengthOffset, firstRecord ?? RecordFraming.headerSize, 64, 72].randomElement(using: &generator)!
-            let huge: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, .random(in: 0...0xFF, using: &generator)]
-            for (index, byte) in huge.enumerated() where offset + index < bytes.count { bytes[offset + index] = byte }
-            return "huge length at \(offset)"
+            let huge: UInt64 = [UInt64.random(in: 0xFFFF_FFFF_FFFF_FF00...UInt64.max, using: &generator), 1 << 63, (1 << 63) - 1, 1 << 32,
+                        (1 << 32) - 1, 1 << 31, (1 << 31) - 1].randomElement(using: &generator)!
+            withUnsafeBytes(of: huge.littleEndian) { word in
+                for (index, byte) in word.enumerated() where offset + index < bytes.count { bytes[offset + index] = byte }
+            }
+            return "length \(huge) at \(offset)"
         default:
             // A random publication marker.
             for index in RecordFraming.publicationOffset..<RecordFraming.headerSize where index < bytes.count {

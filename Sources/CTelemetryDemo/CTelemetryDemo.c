@@ -1,0 +1,5 @@
+#include "CTelemetryDemo.h"
+
+#include <unistd.h>
+
+pid_t tb_demo_fork(void) { return fork(); }
