@@ -234,6 +234,8 @@ static int install_one(int index) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = handle;
+    // SA_NODEFER: a handler chained to may need the signal unblocked (the Swift runtime's backtracer hangs
+    // without: the helper thread it starts inherits the mask).
     action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&action.sa_mask);
     // A SIGTERM (say, the system ending the app) waits until the handler is done with its writes.
@@ -246,14 +248,32 @@ static int same_action(const struct sigaction *first, const struct sigaction *se
     return first->sa_handler == second->sa_handler && (first->sa_flags & SA_SIGINFO) == (second->sa_flags & SA_SIGINFO);
 }
 
+/// Whether the signal is a fault the kernel raised at an instruction, which runs again when the handler
+/// returns and faults again (as Crashpad's `Signals::WillSignalReraiseAutonomously` decides): SIGSEGV,
+/// SIGBUS, SIGILL or SIGFPE with a positive code that no sender uses. Linux gives senders codes of 0 or
+/// below, and SI_KERNEL to signals the kernel sends in software; Darwin gives senders positive codes. A
+/// SIGTRAP (a breakpoint: how Swift traps on arm64) is not taken to recur.
+static int recurs_by_itself(int signal, const siginfo_t *info) {
+    if (info == NULL || (signal != SIGSEGV && signal != SIGBUS && signal != SIGILL && signal != SIGFPE)) return 0;
+    int code = info->si_code;
+    return code > 0 && code != SI_USER && code != SI_QUEUE && code != SI_TIMER && code != SI_MESGQ && code != SI_ASYNCIO
+#if defined(SI_KERNEL)
+        && code != SI_KERNEL
+#endif
+        ;
+}
+
 /// Hands the signal on as if we had never been there. If our action is the installed one, the previous
-/// action is put back first (a handler installed after ours that chained to us is left in place); then a
-/// default action is taken by raising the signal again (the process dies of the original signal), an
-/// ignored signal stays ignored (a fault still ends the process when its instruction runs again: the
-/// kernel does not let a fault be ignored), an SA_SIGINFO handler is called with the original info and
-/// context (so a backtracer sees the crash, not us), and a plain handler is called. Returns if the
-/// process survives (or a fault is to happen again), with 1 if the default action was raised (it ends the
-/// process once the handler returns, if the signal is held off until then).
+/// action is put back first (a handler installed after ours that chained to us is left in place). A
+/// default action is put back too and then left to the signal itself: a fault that recurs (see
+/// `recurs_by_itself`) faults again at its instruction once the handler returns, and anything else is
+/// raised again, held until the handler returns (blocked, then unblocked by the return), so that either
+/// way the process dies of the original signal in the original context, with none of our frames, and the
+/// system's crash report keeps the fault's own type and address. An ignored signal stays ignored (a fault
+/// still ends the process when its instruction runs again: the kernel does not let a fault be ignored), an
+/// SA_SIGINFO handler is called with the original info and context (so a backtracer sees the crash, not
+/// us), and a plain handler is called. Returns 1 when the default action will end the process once the
+/// handler returns, else 0.
 static int chain(int signal, siginfo_t *info, void *context) {
     int index = signal_index(signal);
     if (index < 0) return 0;
@@ -263,11 +283,21 @@ static int chain(int signal, siginfo_t *info, void *context) {
     }
     // sa_handler and sa_sigaction share storage: SIG_DFL and SIG_IGN are checked before SA_SIGINFO.
     if (previous.sa_handler == SIG_DFL) {
+        // SIG_DFL even over a handler installed after ours that chained to us, which the recurring fault
+        // would reach again.
         struct sigaction fallback;
         memset(&fallback, 0, sizeof fallback);
         fallback.sa_handler = SIG_DFL;
         sigaction(signal, &fallback, NULL);
-        raise(signal);
+        if (!recurs_by_itself(signal, info)) {
+            // Blocked first, so that it waits until the handler returns and the thread's own mask (which
+            // lets it through) is back; then it is delivered in the original context.
+            sigset_t only;
+            sigemptyset(&only);
+            sigaddset(&only, signal);
+            pthread_sigmask(SIG_BLOCK, &only, NULL);
+            raise(signal);
+        }
         return 1;
     } else if (previous.sa_handler == SIG_IGN) {
         // Nothing to call.

@@ -18,7 +18,8 @@ import Musl
 /// With `--survive-then-register` and `--second-dsn`, after N items an abort is survived (a previous
 /// handler returns), the second DSN's buffer is made then, and N more items go to it alone.
 enum Crash {
-    static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "kill", "term"]
+    static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "sent-segv", "kill",
+                        "term"]
 
     static func run(_ arguments: Arguments) throws {
         let kind = try arguments.required("kind")
@@ -176,6 +177,7 @@ enum Crash {
             Thread { nullDereference() }.start()
             while true { sleep(1) }
         case "bus": busError()
+        case "sent-segv": kill(getpid(), SIGSEGV)
         case "kill": kill(getpid(), SIGKILL)
         case "term": kill(getpid(), SIGTERM)
         default: break

@@ -61,6 +61,58 @@ final class CrashTests: XCTestCase {
         }
     }
 
+    /// With no handler before ours, a fault runs into its instruction again once the handler has put the
+    /// default action back, so the process dies of the fault itself: the signal's last delivery, as strace
+    /// shows it, keeps the fault's `si_code` (a raise from the handler would show `SI_TKILL`, a signal sent
+    /// by software). What does not recur (`abort()`, a signal sent to the process, a trap on arm64) is
+    /// raised again, and still ends the process.
+    func testAFaultDiesAtItsInstructionAndWhatDoesNotRecurIsRaisedAgain() throws {
+        guard let strace = ["/usr/bin/strace", "/bin/strace"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
+            throw XCTSkip("needs strace (Debian: apt-get install strace)")
+        }
+        let kinds: [(kind: String, signals: Set<Int32>)] = [
+            ("segv", [SIGSEGV]), ("bus", [SIGBUS]), ("stack", [SIGSEGV]), ("thread", [SIGSEGV]),
+            ("fatal", [SIGILL, SIGTRAP]), ("abort", [SIGABRT]), ("sent-segv", [SIGSEGV]),
+        ]
+        for (kind, signals) in kinds {
+            let folder = try TemporaryDirectory()
+            directory.remove()  // setUp's, or the last kind's: one folder per kind
+            directory = folder
+            defer { folder.remove() }
+            let trace = folder.url.appendingPathComponent("strace")
+            let run = try Demo.run(["-f", "-qq", "-e", "trace=none", "-o", trace.path, Demo.executable.path,
+                                    "crash", "--kind", kind, "--dir", folder.url.path, "--strategy", "flushAll",
+                                    "--after", "60", "--spans", "--max-envelopes", "100000"],
+                                   backtrace: false, program: URL(fileURLWithPath: strace))
+            let lines = try String(contentsOf: trace, encoding: .utf8).split(separator: "\n").map(String.init)
+            guard let killed = lines.last(where: { $0.contains("+++ killed by SIG") }) else {
+                if lines.contains(where: { $0.contains("Operation not permitted") }) {
+                    throw XCTSkip("strace may not trace here: \(lines.prefix(3))")
+                }
+                XCTFail("\(kind): not killed by a signal (\(run.status)): \(lines.suffix(5)) \(run.errors.suffix(500))")
+                continue
+            }
+            let name = String(killed.split(separator: " ").first { $0.hasPrefix("SIG") } ?? "")
+            XCTAssertTrue(signals.map(Self.signalName).contains(name), "\(kind): \(killed)")
+            // Every delivery of that signal: the first ran the handler, the last killed the process.
+            let codes = lines.filter { $0.contains("--- \(name) {") }.compactMap { line in
+                line.range(of: "si_code=").map { String(line[$0.upperBound...].prefix { $0 != "," && $0 != "}" }) }
+            }
+            XCTAssertGreaterThanOrEqual(codes.count, 2, "\(kind): the handler ran, then the signal killed: \(codes)")
+            let recurs = ["SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"].contains(name) && kind != "sent-segv"
+            if recurs {
+                XCTAssertTrue(codes.allSatisfy { !$0.hasPrefix("SI_") }, "\(kind): died of its own fault, not a raise: \(codes)")
+            } else {
+                XCTAssertEqual(codes.last, "SI_TKILL", "\(kind): raised again: \(codes)")
+            }
+            try assertRecoveredExactlyOnce(run, count: 60, "\(kind) under strace")
+        }
+    }
+
+    private static func signalName(_ signal: Int32) -> String {
+        [SIGSEGV: "SIGSEGV", SIGBUS: "SIGBUS", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT"][signal] ?? "\(signal)"
+    }
+
     func testFlushAllsCrashFileBecomesEnvelopesTheOfficialParserAccepts() throws {
         try OfficialParser.require()
         for kind in ["segv", "abort", "fatal"] {
