@@ -13,9 +13,11 @@ let package = Package(
         // reach the CPU's CRC-32C and vector instructions (checksums, the scan of JSON strings), and load
         // the system's zlib at run time (gzip of uploads; `dlopen` is in libdl before glibc 2.34).
         .target(name: "CTelemetrySignals", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
-        // Failpoints (test hooks that kill, crash or stall the process at a named step) exist in debug
-        // builds only: a release build of the library reads no such variable from the environment.
+        // Its privacy manifest (Apple's required-reason APIs, the data it collects) is a resource. Failpoints
+        // (test hooks that kill, crash or stall the process at a named step) exist in debug builds only: a
+        // release build of the library reads no such variable from the environment.
         .target(name: "TelemetryBuffer", dependencies: ["CTelemetrySignals"],
+                resources: [.copy("Resources/PrivacyInfo.xcprivacy")],
                 swiftSettings: [.define("TELEMETRY_BUFFER_FAILPOINTS", .when(configuration: .debug))]),
         // The demo, for macOS and Linux (it runs child processes and forks); its C target holds `fork()`,
         // which Swift's Darwin overlay marks unavailable and watchOS and tvOS prohibit.

@@ -30,20 +30,6 @@ int tb_file_overwrites_in_place(int fd) {
     }
 }
 
-#elif defined(__APPLE__)
-#include <string.h>
-#include <sys/mount.h>
-
-// APFS and HFS+ overwrite a file's own blocks in place; only blocks a clone or a snapshot shares are
-// copied on write (the README says what that leaves). An allowlist of local volumes of those two: a
-// network volume may fail a store with SIGBUS when its server goes away, and exFAT, FAT or FUSE volumes
-// promise nothing.
-int tb_file_overwrites_in_place(int fd) {
-    struct statfs fs;
-    if (fstatfs(fd, &fs) != 0 || (fs.f_flags & MNT_LOCAL) == 0) return 0;
-    return strcmp(fs.f_fstypename, "apfs") == 0 || strcmp(fs.f_fstypename, "hfs") == 0;
-}
-
 #else
 
 int tb_file_overwrites_in_place(int fd) { (void)fd; return 0; }

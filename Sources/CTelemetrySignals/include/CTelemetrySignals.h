@@ -180,10 +180,10 @@ void tb_crash_test_pause(const char *path, int pause_ms, int when_owned);
 /// Returns 0, or an errno value: ENOTSUP on watchOS and tvOS, which prohibit `sigaltstack`.
 int tb_crash_install_alternate_stack(void);
 
-/// 1 when a store into a page of a `MAP_SHARED` mapping of `fd` never asks the file system for space once
-/// the file is allocated (Linux: ext2/3/4, XFS, tmpfs; Apple: local APFS and HFS+ volumes), 0 when it may or cannot be told
-/// (btrfs, ZFS, bcachefs, F2FS, overlayfs, FUSE, NFS…): there a full disk raises SIGBUS in the storing
-/// thread, and a nearly full btrfs can stall it in the kernel.
+/// Linux: 1 when a store into a page of a `MAP_SHARED` mapping of `fd` never asks the file system for space
+/// once the file is allocated (ext2/3/4, XFS, tmpfs), 0 when it may or cannot be told (btrfs, ZFS, bcachefs,
+/// F2FS, overlayfs, FUSE, NFS…): there a full disk raises SIGBUS in the storing thread, and a nearly full
+/// btrfs can stall it in the kernel. Elsewhere 0 (Apple platforms ask in Swift: see `MappedFile`).
 int tb_file_overwrites_in_place(int fd);
 
 /// Whether `tb_crc32c` may be called: the CPU has a CRC-32C instruction this build can use. Call it once

@@ -20,8 +20,7 @@ final class MappedFile {
     let wasEmpty: Bool
 
     /// The file system of `path` may look for new space when a page of the mapping is stored into (see
-    /// `tb_file_overwrites_in_place`): a full disk would raise SIGBUS in the storing thread, a nearly full one
-    /// stall it.
+    /// `overwritesInPlace`): a full disk would raise SIGBUS in the storing thread, a nearly full one stall it.
     /// A file `init` created is removed again.
     struct WritesCanFault: Error, CustomStringConvertible {
         var path: String
@@ -34,7 +33,7 @@ final class MappedFile {
     init(path: String, size: Int) throws {
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
         do {
-            guard tb_file_overwrites_in_place(fd.rawValue) == 1 else {
+            guard Self.overwritesInPlace(fd, path: path) else {
                 var status = stat()
                 if fstat(fd.rawValue, &status) == 0 && status.st_size == 0 { unlink(path) }
                 throw WritesCanFault(path: path)
@@ -67,6 +66,30 @@ final class MappedFile {
     deinit {
         munmap(base, size)
         descriptor.close()
+    }
+
+    /// Whether a store into a mapped page of the file never asks its file system for new space once the
+    /// file is allocated. Linux: ext2/3/4, XFS, tmpfs (`tb_file_overwrites_in_place`). Apple platforms: a
+    /// local APFS or HFS+ volume, which overwrite a file's own blocks in place (only blocks a clone or a
+    /// snapshot shares are copied); a network volume may fail a store when its server goes away, and exFAT,
+    /// FAT or FUSE volumes promise nothing. Asked through URL resource values, not `fstatfs`, which Apple
+    /// lists among the disk-space APIs that need a reason in a privacy manifest (none of its reasons fits).
+    private static func overwritesInPlace(_ fd: FileDescriptor, path: String) -> Bool {
+        #if canImport(Darwin)
+        let url = URL(fileURLWithPath: path)
+        guard (try? url.resourceValues(forKeys: [.volumeIsLocalKey]))?.volumeIsLocal == true else { return false }
+        if #available(macOS 13.3, iOS 16.4, tvOS 16.4, watchOS 9.4, *) {
+            let type = (try? url.resourceValues(forKeys: [.volumeTypeNameKey]))?.volumeTypeName?.lowercased()
+            return type == "apfs" || type == "hfs"
+        }
+        #if os(macOS)
+        return false  // the type is not to be had otherwise (the worst is assumed: a write just fails)
+        #else
+        return true  // iOS, tvOS and watchOS keep an app's files on the device's own APFS volume
+        #endif
+        #else
+        return tb_file_overwrites_in_place(fd.rawValue) == 1
+        #endif
     }
 
     private static func allocate(_ fd: FileDescriptor, size: Int, path: String) throws {
