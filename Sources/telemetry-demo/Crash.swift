@@ -16,7 +16,9 @@ import Musl
 /// thread is thread 0, its N items numbered so). With `--crash-while-crashing`, another thread crashes
 /// first, and this one dies while that one holds the handler (with failpoint `crash.handler-owned:hold`).
 /// With `--survive-then-register` and `--second-dsn`, after N items an abort is survived (a previous
-/// handler returns), the second DSN's buffer is made then, and N more items go to it alone.
+/// handler returns), the second DSN's buffer is made then, and N more items go to it alone. With
+/// `--reporter before|after`, a `StandInReporter` is installed before or after the buffer and catches the
+/// crash first.
 enum Crash {
     static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "sent-segv", "kill",
                         "term"]
@@ -30,6 +32,11 @@ enum Crash {
         let registersLate = arguments.flag("survive-then-register")
         if arguments.flag("survive-first") || registersLate { installSurvivingHandler() }
         if arguments.flag("previous-closes") { installClosingHandler() }
+        let reporter = arguments.string("reporter")
+        guard reporter == nil || reporter == "before" || reporter == "after" else {
+            throw DemoError("--reporter takes before or after (the buffer)")
+        }
+        if reporter == "before" { StandInReporter.install() }
         var options = try options(arguments, directory: directory)
         options.handleSIGTERM = arguments.flag("sigterm")
         var buffers = [try TelemetryBuffer(options: options)]
@@ -41,6 +48,7 @@ enum Crash {
             buffers.append(try TelemetryBuffer(options: options))
         }
         closedOnSIGTERM = buffers
+        if reporter == "after" { StandInReporter.install() }
         let count = try arguments.integer("after", default: 100)
         let trace = TraceID.random()
         let survive = arguments.flag("survive-first")
@@ -107,6 +115,7 @@ enum Crash {
         if diesDuringRemoval { while true { sleep(1) } }  // the other thread dies
         usleep(linger)
         FileHandle.standardError.write(Data("telemetry-demo: crashing (\(kind)), buffer folder \(directory.path)\n".utf8))
+        if reporter != nil { StandInReporter.catchFirst() }
         die(kind)
         withExtendedLifetime((first, buffers)) {}
     }

@@ -113,6 +113,29 @@ final class CrashTests: XCTestCase {
         [SIGSEGV: "SIGSEGV", SIGBUS: "SIGBUS", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT"][signal] ?? "\(signal)"
     }
 
+    /// A crash reporter that catches Mach exceptions (sentry-cocoa's SentryCrash, older KSCrash) runs
+    /// before any signal handler and puts back the signal actions it saw at its own install. A buffer made
+    /// before it is among them: its handler runs, and every item arrives. A buffer made after it loses its
+    /// handler at the crash: FlushAll's items go with the process; the mapped lists keep theirs anyway.
+    func testAReporterThatPutsBackWhatItSawKeepsOurHandlerWhenTheBufferCameFirst() throws {
+        for strategy in [Options.Strategy.flushAll, .doubleRotatingBuffer] {
+            for order in ["after", "before"] {
+                let folder = try TemporaryDirectory()
+                directory.remove()  // setUp's, or the last case's: one folder per case
+                directory = folder
+                defer { folder.remove() }
+                let label = "\(strategy), reporter installed \(order) the buffer"
+                let run = try crash("segv", strategy: strategy, ["--reporter", order])
+                XCTAssertEqual(run.status, -SIGSEGV, label)
+                XCTAssertTrue(run.errors.contains("stand-in reporter restored"), "\(label): \(run.errors)")
+                let handled = order == "after"
+                XCTAssertEqual(terminationFiles(), handled && strategy == .flushAll ? ["detected-termination-0"] : [], label)
+                if strategy == .flushAll, !handled { continue }  // FlushAll's memory is gone, as with SIGKILL
+                try assertRecoveredExactlyOnce(run, count: 60, label)
+            }
+        }
+    }
+
     func testFlushAllsCrashFileBecomesEnvelopesTheOfficialParserAccepts() throws {
         try OfficialParser.require()
         for kind in ["segv", "abort", "fatal"] {
