@@ -1,5 +1,5 @@
-// CRC-32C (Castagnoli) with the CPU's instruction: SSE 4.2 `crc32` on x86_64 (checked at run time),
-// the ARMv8 CRC extension where the compiler targets it. Swift has no access to these instructions.
+// CRC-32C (Castagnoli) with the CPU's instruction: SSE 4.2 `crc32` on x86_64, the ARMv8 CRC extension on
+// arm64 (each checked at run time). Swift has no access to these instructions.
 #include "CTelemetrySignals.h"
 
 #include <string.h>
@@ -74,21 +74,40 @@ int tb_crc32c_available(void) {
     return __builtin_cpu_supports("sse4.2");
 }
 
-#elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
-#include <arm_acle.h>
+#elif defined(__aarch64__)
+// The ARMv8 CRC extension, through a target attribute: compilers for iOS, tvOS and watchOS do not assume it
+// (no __ARM_FEATURE_CRC32), though Apple's arm64 CPUs have it, so it is asked for at run time there.
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#elif defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
+__attribute__((target("crc")))
 static uint32_t crc32c_instruction(uint32_t crc, const uint8_t *bytes, size_t count) {
     uint32_t state = ~crc;
     for (; count >= 8; bytes += 8, count -= 8) {
         uint64_t word;
         memcpy(&word, bytes, 8);
-        state = __crc32cd(state, word);
+        state = __builtin_arm_crc32cd(state, word);
     }
-    for (; count > 0; bytes++, count--) state = __crc32cb(state, *bytes);
+    for (; count > 0; bytes++, count--) state = __builtin_arm_crc32cb(state, *bytes);
     return ~state;
 }
 
-int tb_crc32c_available(void) { return 1; }
+int tb_crc32c_available(void) {
+#if defined(__ARM_FEATURE_CRC32)
+    return 1;
+#elif defined(__APPLE__)
+    int value = 0;
+    size_t size = sizeof value;
+    return sysctlbyname("hw.optional.armv8_crc32", &value, &size, NULL, 0) == 0 && value == 1;
+#elif defined(__linux__)
+    return (getauxval(AT_HWCAP) & (1UL << 7)) != 0;  // HWCAP_CRC32
+#else
+    return 0;
+#endif
+}
 
 #else
 static uint32_t crc32c_instruction(uint32_t crc, const uint8_t *bytes, size_t count) {

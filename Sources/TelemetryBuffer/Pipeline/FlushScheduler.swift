@@ -106,7 +106,9 @@ final class FlushScheduler: @unchecked Sendable {
         timers &+= 1
         let timer = timers
         armed = timer
-        clock.after(interval, on: queue) { [weak self] in
+        // Within the last tenth of the interval (at most 1 s early, never late): the system may then wake
+        // for it together with other work.
+        clock.after(interval, early: min(interval / 10, 1), on: queue) { [weak self] in
             guard let self, self.armed == timer else { return }
             self.armed = nil
             self.forwardEverything()

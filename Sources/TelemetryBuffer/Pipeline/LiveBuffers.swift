@@ -1,7 +1,8 @@
 import Foundation
 
-/// Every live buffer of the process, so that a graceful exit (`exit()`, or returning from `main`) forwards
-/// what they hold, and, on platforms with UIKit, so that backgrounding does.
+/// Every live buffer of the process, so that a graceful exit (`exit()`, or returning from `main`, and on
+/// macOS an app's termination) forwards what they hold, and on iOS, tvOS, visionOS and watchOS going to the
+/// background does (an app's, an app extension's host's).
 enum LiveBuffers {
     private final class WeakBuffer: @unchecked Sendable {
         weak var buffer: TelemetryBuffer?
@@ -14,11 +15,22 @@ enum LiveBuffers {
     /// graceful exit waits for all of them, a new buffer on a directory for that directory's.
     private static let releasing = Locked<[String: DispatchGroup]>([:])
 
-    /// How long a graceful exit waits for each buffer.
+    /// How long a graceful exit waits for the buffers' forwards, all of them together.
     private static let exitTimeout: TimeInterval = 2
 
-    /// How long the background activity waits for each buffer's forward (iOS gives about 30 s in all).
+    /// How long the background activity waits for the buffers' forwards, all of them together (iOS gives
+    /// about 30 s in all).
     private static let backgroundTimeout: TimeInterval = 20
+
+    #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+    /// What says the app is going to the background, by raw name so that this file imports no UI
+    /// framework: a UIKit app's (iOS, tvOS, visionOS, Mac Catalyst), an app extension's (its host app's),
+    /// a watchOS app's (watchOS 7 and later). Each is posted only where it applies.
+    private static let backgroundNotifications = [
+        Notification.Name("UIApplicationDidEnterBackgroundNotification"), .NSExtensionHostDidEnterBackground,
+        Notification.Name("WKApplicationDidEnterBackgroundNotification"),
+    ]
+    #endif
 
     #if canImport(Darwin)
     // A source is not Sendable; this one is set up once, in `installHooks`, and only resumed there.
@@ -28,23 +40,27 @@ enum LiveBuffers {
 
     private static let installHooks: Void = {
         atexit {
-            LiveBuffers.each { $0.flush(timeout: LiveBuffers.exitTimeout) }
+            LiveBuffers.flushEach(within: LiveBuffers.exitTimeout)
             LiveBuffers.awaitReleases()
             Diagnostics.drain()
         }
-        #if canImport(UIKit) && !os(watchOS)
-        // The raw name of UIApplication.didEnterBackgroundNotification, so this file needs no UIKit import.
-        _ = NotificationCenter.default.addObserver(
-            forName: Notification.Name("UIApplicationDidEnterBackgroundNotification"), object: nil, queue: nil
-        ) { _ in
-            LiveBuffers.each { $0.didEnterBackground() }
-            // Background time for those forwards: an expiring activity, which app extensions may take too
-            // (unlike `beginBackgroundTask`). It lasts while the closure waits for them.
-            ProcessInfo.processInfo.performExpiringActivity(withReason: "io.telemetrybuffer.forward") { expired in
-                guard !expired else { return }
-                LiveBuffers.each { $0.flush(timeout: LiveBuffers.backgroundTimeout) }
+        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+        for name in backgroundNotifications {
+            _ = NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { _ in
+                LiveBuffers.each { $0.didEnterBackground() }
+                // Background time for those forwards: an expiring activity, which app extensions may take
+                // too (unlike `beginBackgroundTask`). It lasts while the closure waits for them.
+                ProcessInfo.processInfo.performExpiringActivity(withReason: "io.telemetrybuffer.forward") { expired in
+                    guard !expired else { return }
+                    LiveBuffers.flushEach(within: LiveBuffers.backgroundTimeout)
+                }
             }
         }
+        #elseif os(macOS)
+        // An AppKit app's termination (the raw name of NSApplication.willTerminateNotification).
+        _ = NotificationCenter.default.addObserver(
+            forName: Notification.Name("NSApplicationWillTerminateNotification"), object: nil, queue: nil
+        ) { _ in LiveBuffers.flushEach(within: LiveBuffers.exitTimeout) }
         #endif
         #if canImport(Darwin)
         // Under memory pressure what is held goes to disk now (the timer keeps going), and memory held
@@ -90,6 +106,12 @@ enum LiveBuffers {
     static func awaitReleases() {
         let deadline = DispatchTime.now() + exitTimeout
         for group in releasing.withLock({ Array($0.values) }) { _ = group.wait(timeout: deadline) }
+    }
+
+    /// Flushes every live buffer, waiting for them all within `seconds` from now (not each in turn).
+    private static func flushEach(within seconds: TimeInterval) {
+        let deadline = Date().addingTimeInterval(seconds)
+        each { $0.flush(timeout: max(0, deadline.timeIntervalSinceNow)) }
     }
 
     private static func each(_ body: (TelemetryBuffer) -> Void) {

@@ -61,7 +61,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let ioTimer: DispatchSourceTimer
     /// Wakes `io` for a new batch, from the background queue (`batchStarted`), so `add` wakes one queue.
     private let ioWake: DispatchSourceUserDataOr
-    private let ioInterval: DispatchTimeInterval
+    private let ioInterval: DispatchTimeInterval, ioLeeway: DispatchTimeInterval
     /// Touched only on `io`.
     private var ioArmed = false
 
@@ -82,6 +82,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
         ioInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
+        ioLeeway = .microseconds(Int((ioSyncInterval * 100_000).rounded()))
         ioTimer = DispatchSource.makeTimerSource(queue: io)
         ioWake = DispatchSource.makeUserDataOrSource(queue: io)
         ioTimer.schedule(deadline: .distantFuture)
@@ -106,7 +107,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(io))
         guard !ioArmed else { return }
         ioArmed = true
-        ioTimer.schedule(deadline: .now() + ioInterval, repeating: ioInterval)
+        // A tenth of the interval as leeway, so that the system can coalesce the wake-ups with others.
+        ioTimer.schedule(deadline: .now() + ioInterval, repeating: ioInterval, leeway: ioLeeway)
     }
 
     /// IO queue: copies the active list's new records into its cache and makes them durable; stops the

@@ -58,9 +58,18 @@ extension TelemetryBuffer {
     public final class URLSessionHTTPClient: HTTPClient {
         private let session: URLSession
 
-        /// A client with an ephemeral session whose requests may take at most `timeout` seconds.
-        public init(timeout: Double = 30) {
+        /// A client with an ephemeral session whose requests may take at most `timeout` seconds. With
+        /// `unmeteredOnly`, on Apple platforms the session itself refuses expensive (cellular, hotspot) and
+        /// constrained (Low Data Mode) networks: a request there fails as a network error and goes again
+        /// later. Where the system reports no network path (watchOS), that is what keeps uploads off them.
+        public init(timeout: Double = 30, unmeteredOnly: Bool = false) {
             let configuration = URLSessionConfiguration.ephemeral
+            #if canImport(Darwin)
+            if unmeteredOnly {
+                configuration.allowsExpensiveNetworkAccess = false
+                configuration.allowsConstrainedNetworkAccess = false
+            }
+            #endif
             configuration.httpShouldSetCookies = false
             configuration.urlCache = nil
             // FoundationNetworking does not let a request's own timeout undercut the session's.

@@ -16,7 +16,8 @@ final class ManualClock: Clock, @unchecked Sendable {
 
     func now() -> Date { state.withLock { $0.now } }
 
-    func after(_ delay: TimeInterval, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void) {
+    /// Due at `delay`, whatever `early` allows: tests see the deadline itself.
+    func after(_ delay: TimeInterval, early: TimeInterval, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void) {
         state.withLock { $0.pending.append(Pending(due: $0.now.addingTimeInterval(max(0, delay)), queue: queue, work: work)) }
     }
 
