@@ -33,15 +33,33 @@ struct BufferAssembly: Sendable {
         try options.validate()
         tb_fork_guard_install()
         let dsn = try DSN(options.dsn)
+        diagnostics = Diagnostics(handler: options.diagnosticHandler)
         try FileSystem.makeDirectory(options.cacheDirectory)
         directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
-        try FileSystem.makeDirectory(directory)
+        let buffers = directory.appendingPathComponent(BufferFolder.name, isDirectory: true)
+        let stored = directory.appendingPathComponent("envelopes", isDirectory: true)
+        // Each folder gets its protection class before anything is created in it (the lock file first),
+        // so that every file takes the class; files an earlier version left get it once the lock is ours.
+        for created in [directory, buffers, stored] {
+            try FileSystem.makeDirectory(created)
+            Self.protect(created, options, diagnostics)
+        }
+        do { try FileSystem.excludeFromBackup(directory) } catch {
+            diagnostics.log(.warning, "could not exclude \(directory.path) from backups: \(error)")
+        }
         // A buffer on this DSN that was released without `close()` holds the folder until its final forward.
         LiveBuffers.awaitReleases(of: directory.path)
-        folder = try BufferFolder(path: directory.appendingPathComponent(BufferFolder.name).path)
+        folder = try BufferFolder(path: buffers.path)
+        // The lock file holds nothing: no protection, so that a start while the device is locked can open it
+        // whatever class the other files have (with `.complete`, such a start failed on it).
+        for name in (try? folder.names()) ?? [] where folder.isOurs(name) {
+            Self.protect(buffers.appendingPathComponent(name), options, diagnostics, name == FolderLock.name ? FileProtection.none : nil)
+        }
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: stored.path)) ?? [] {
+            Self.protect(stored.appendingPathComponent(name), options, diagnostics)
+        }
 
         limits = RateLimits(clock: options.clock)
-        diagnostics = Diagnostics(handler: options.diagnosticHandler)
         reports = ClientReportRecorder()
         var defaults: Attributes = [
             "sentry.sdk.name": .string(options.sdkName), "sentry.sdk.version": .string(options.sdkVersion),
@@ -58,11 +76,11 @@ struct BufferAssembly: Sendable {
         if let custom = options.transport {
             (files, outbox) = (nil, GatedOutbox(ForwardingOutbox(transport: custom), consent: consent))
         } else {
-            let stored = try FileTransport(
-                directory: directory.appendingPathComponent("envelopes", isDirectory: true),
+            let transport = try FileTransport(
+                directory: stored,
                 maxEnvelopes: options.maxCachedEnvelopes, maxBytes: options.maxCacheBytes, maxAge: options.maxEnvelopeAge,
                 reports: reports, diagnostics: diagnostics)
-            (files, outbox) = (stored, GatedOutbox(stored, consent: consent))
+            (files, outbox) = (transport, GatedOutbox(transport, consent: consent))
         }
         let envelopes = EnvelopeEncoder(
             dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
@@ -72,10 +90,6 @@ struct BufferAssembly: Sendable {
         batcher = EnvelopeBatcher(
             encoder: envelopes, reports: reports, diagnostics: diagnostics,
             maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch, maxBytes: options.maxBatchBytes)
-        // Once the folder is this buffer's (locked): its folders only, whose class the files created in them take.
-        for protected in [directory, URL(fileURLWithPath: folder.path), directory.appendingPathComponent("envelopes")] {
-            FileSystem.protect(protected, options.fileProtection)
-        }
         claimed = try Recovery.claim(folder: folder)
         strategy = try Self.makeStrategy(options, folder: folder, batcher: batcher, outbox: outbox)
         if options.crashDetection, let plan = strategy.crashPlan {
@@ -88,7 +102,9 @@ struct BufferAssembly: Sendable {
         scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
         if options.upload, let files {
             uploader = Uploader(
-                files: files, client: options.httpClient ?? URLSessionHTTPClient(timeout: options.uploadOptions.requestTimeout),
+                files: files,
+                client: options.httpClient ?? URLSessionHTTPClient(timeout: options.uploadOptions.requestTimeout,
+                                                                   unmeteredOnly: options.uploadPolicy == .unmeteredOnly),
                 options: options.uploadOptions,
                 dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion, limits: limits, reports: reports,
                 diagnostics: diagnostics, clock: options.clock)
@@ -96,6 +112,15 @@ struct BufferAssembly: Sendable {
             uploader = nil
         }
         network = uploader == nil ? nil : options.networkMonitor ?? NetworkMonitors.system()
+    }
+
+    /// Gives `item` the options' protection class, or `protection`; a failure is a diagnostic (the item
+    /// keeps the class it had).
+    private static func protect(_ item: URL, _ options: Options, _ diagnostics: Diagnostics, _ protection: FileProtection? = nil) {
+        let protection = protection ?? options.fileProtection
+        do { try options.protector(item, protection) } catch {
+            diagnostics.log(.warning, "could not give \(item.path) the protection class \(protection): \(error)")
+        }
     }
 
     /// Background queue, first task: dates this process's publications, then runs start-up recovery (on

@@ -74,7 +74,8 @@ extension TelemetryBuffer {
         /// Pacing, backoff, cool-off and timeout of the uploader.
         public var uploadOptions = UploadOptions()
         /// The data protection class of the buffer's folders and files on Apple platforms (see
-        /// `FileProtection`); `.complete` requires `fileStreamCache` or `flushAll`. Ignored elsewhere.
+        /// `FileProtection`); `.complete` and `.completeUnlessOpen` require `fileStreamCache` or `flushAll`.
+        /// Ignored elsewhere.
         public var fileProtection: FileProtection = .completeUntilFirstUserAuthentication
         /// On which networks the uploader sends: `.always` (the default), or `.unmeteredOnly`, which waits
         /// while the network is expensive or constrained (Low Data Mode), as Apple platforms report it.
@@ -118,15 +119,29 @@ extension TelemetryBuffer {
         var clock: any Clock = SystemClock()
         /// The network path's reports (internal: tests inject them); `nil` takes the system's, where there is one.
         var networkMonitor: (any NetworkMonitor)?
+        /// Gives a folder or file its protection class (internal: tests watch the calls, which do nothing
+        /// off Apple platforms).
+        var protector: @Sendable (URL, FileProtection) throws -> Void = { try FileSystem.protect($0, $1) }
 
         /// Options with every default and the given DSN.
         public init(dsn: String) { self.dsn = dsn }
 
-        /// The platform's caches folder plus `io.telemetrybuffer` (on Linux `$XDG_CACHE_HOME` or `~/.cache`).
+        /// On Apple platforms `Application Support/<bundle identifier>/io.telemetrybuffer`: not Caches, which
+        /// the system purges under disk pressure while the app is not running (exactly when a crash left items
+        /// to recover), and in the app's own folder, which on a Mac without a sandbox every app of the user
+        /// would otherwise share (the per-DSN folders are kept out of backups). Elsewhere the caches folder
+        /// plus `io.telemetrybuffer` (on Linux `$XDG_CACHE_HOME` or `~/.cache`).
         public static var defaultCacheDirectory: URL {
+            #if canImport(Darwin)
+            let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+                ?? FileManager.default.temporaryDirectory
+            return support.appendingPathComponent(Bundle.main.bundleIdentifier ?? "io.telemetrybuffer", isDirectory: true)
+                .appendingPathComponent("io.telemetrybuffer", isDirectory: true)
+            #else
             let caches = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
                 ?? FileManager.default.temporaryDirectory
             return caches.appendingPathComponent("io.telemetrybuffer", isDirectory: true)
+            #endif
         }
 
         /// Throws `TelemetryBufferError.invalidOption` for the first limit out of range.
@@ -149,6 +164,8 @@ extension TelemetryBuffer {
                       "must be at least maxBatchBytes (\(maxBatchBytes)), not \(maxCacheBytes)")
             try check(fileProtection != .complete || strategy != .doubleRotatingBuffer, "fileProtection",
                       "complete makes the mapped lists unreadable while the device is locked: use fileStreamCache or flushAll, or completeUntilFirstUserAuthentication")
+            try check(fileProtection != .completeUnlessOpen || strategy != .doubleRotatingBuffer, "fileProtection",
+                      "completeUnlessOpen keeps closed files unreadable while the device is locked, and the doubleRotatingBuffer reopens its files at each forward: use fileStreamCache or flushAll, or completeUntilFirstUserAuthentication")
             try check(maxEnvelopeAge > 0, "maxEnvelopeAge", "must be more than 0 seconds, not \(maxEnvelopeAge)")
             try check(tracesSampleRate > 0 && tracesSampleRate <= 1, "tracesSampleRate",
                       "must be more than 0 and at most 1, not \(tracesSampleRate)")

@@ -1,8 +1,10 @@
 import Foundation
 
 extension TelemetryBuffer {
-    /// The data protection class of the buffer's files on Apple platforms (`Options.fileProtection`): when
-    /// they can be read while the device is locked. Elsewhere it does nothing.
+    /// The data protection class of the buffer's folders and files (`Options.fileProtection`): when they
+    /// can be read while the device is locked. It applies on iOS, iPadOS, Mac Catalyst, tvOS, visionOS and
+    /// watchOS, and is set on the folders before any file is created in them (and on files an earlier
+    /// version left); elsewhere it does nothing.
     public enum FileProtection: String, Sendable, CaseIterable {
         /// No protection.
         case none
@@ -10,7 +12,9 @@ extension TelemetryBuffer {
         /// and send items.
         case completeUntilFirstUserAuthentication
         /// Files can be created while the device is locked and stay usable while open; a closed one cannot
-        /// be opened again until the device is unlocked.
+        /// be opened again until the device is unlocked. The DoubleRotatingBuffer reopens its files at each
+        /// forward, so this requires `Options.Strategy.fileStreamCache` or `.flushAll`, whose reads and
+        /// writes then simply fail while locked (items refused once full, counted) and go on once unlocked.
         case completeUnlessOpen
         /// Unreadable whenever the device is locked. Mapped files would then fault in `add`, so this
         /// requires `Options.Strategy.fileStreamCache` or `.flushAll`, whose writes simply fail (counted).
@@ -22,18 +26,29 @@ extension TelemetryBuffer {
 public typealias FileProtection = TelemetryBuffer.FileProtection
 
 extension FileSystem {
-    /// Gives the folder `folder` the protection class `protection`, which files and folders created in it
-    /// take (files already there keep theirs). A volume without data protection, or a folder that is
-    /// missing, is left as it is. Nothing to do off Apple platforms.
-    static func protect(_ folder: URL, _ protection: FileProtection) {
-        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS) || os(macOS)
+    /// Gives `item` the protection class `protection`: a folder, whose class the files and folders then
+    /// created in it take, or a file. Nothing to do but on iOS, iPadOS, Mac Catalyst, tvOS, visionOS and
+    /// watchOS, where data protection applies to an app's files.
+    static func protect(_ item: URL, _ protection: FileProtection) throws {
+        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
         let type: FileProtectionType = switch protection {
         case .none: .none
         case .completeUntilFirstUserAuthentication: .completeUntilFirstUserAuthentication
         case .completeUnlessOpen: .completeUnlessOpen
         case .complete: .complete
         }
-        try? FileManager.default.setAttributes([.protectionKey: type], ofItemAtPath: folder.path)
+        try FileManager.default.setAttributes([.protectionKey: type], ofItemAtPath: item.path)
+        #endif
+    }
+
+    /// Keeps `folder` out of the device's backups (iCloud, a computer's): telemetry has no business there.
+    /// Nothing to do off Apple platforms.
+    static func excludeFromBackup(_ folder: URL) throws {
+        #if canImport(Darwin)
+        var values = URLResourceValues()
+        values.isExcludedFromBackup = true
+        var url = folder
+        try url.setResourceValues(values)
         #endif
     }
 }

@@ -7,8 +7,11 @@ import Foundation
 final class FolderLock {
     private var fd: FileDescriptor?
 
+    /// The lock file's name.
+    static let name = "lock"
+
     init(folder: String) throws {
-        let path = folder + "/lock"
+        let path = folder + "/" + Self.name
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
         self.fd = fd
         guard flock(fd.rawValue, LOCK_EX | LOCK_NB) == 0 else {

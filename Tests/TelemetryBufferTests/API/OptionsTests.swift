@@ -31,6 +31,7 @@ final class OptionsTests: XCTestCase {
         assertInvalid("maxCacheBytes") { $0.maxCacheBytes = (1 << 20) - 1 }
         assertInvalid("maxCacheBytes") { $0.maxBatchBytes = 8192; $0.maxCacheBytes = 8191 }
         assertInvalid("fileProtection") { $0.fileProtection = .complete }
+        assertInvalid("fileProtection") { $0.fileProtection = .completeUnlessOpen }
         assertInvalid("maxEnvelopeAge") { $0.maxEnvelopeAge = 0 }
         assertInvalid("tracesSampleRate") { $0.tracesSampleRate = 0 }
         assertInvalid("sdkName") { $0.sdkName = "" }
@@ -53,7 +54,11 @@ final class OptionsTests: XCTestCase {
             $0.maxLogsPerBatch = 100
             $0.maxSpansPerBatch = 1000
             $0.maxBatchBytes = 1 << 20
-        })
+        }).close()
+        // The classes that keep closed files locked, with the strategies that cope with them.
+        for (protection, strategy) in [(FileProtection.complete, Options.Strategy.fileStreamCache), (.completeUnlessOpen, .flushAll)] {
+            try TelemetryBuffer(options: testOptions(directory) { ($0.fileProtection, $0.strategy) = (protection, strategy) }).close()
+        }
     }
 
     func testInvalidDSNIsRejected() {
