@@ -251,8 +251,11 @@ static int same_action(const struct sigaction *first, const struct sigaction *se
 /// Whether the signal is a fault the kernel raised at an instruction, which runs again when the handler
 /// returns and faults again (as Crashpad's `Signals::WillSignalReraiseAutonomously` decides): SIGSEGV,
 /// SIGBUS, SIGILL or SIGFPE with a positive code that no sender uses. Linux gives senders codes of 0 or
-/// below, and SI_KERNEL to signals the kernel sends in software; Darwin gives senders positive codes. A
-/// SIGTRAP (a breakpoint: how Swift traps on arm64) is not taken to recur.
+/// below, and SI_KERNEL to signals the kernel sends in software. Darwin gives senders 0 (its SI_* codes
+/// are defined, not used), but stamps a fault's code on some signals however they came (SIGSEGV, SIGBUS
+/// and SIGILL on arm64): one of those sent by `kill()` is taken for a fault, as Crashpad takes it, and the
+/// process goes on with the default action put back (a second later it counts as survived). A SIGTRAP (a
+/// breakpoint: how Swift traps on arm64) is not taken to recur.
 static int recurs_by_itself(int signal, const siginfo_t *info) {
     if (info == NULL || (signal != SIGSEGV && signal != SIGBUS && signal != SIGILL && signal != SIGFPE)) return 0;
     int code = info->si_code;
@@ -323,7 +326,7 @@ static void write_and_chain(int signal, siginfo_t *info, void *context, int agai
     // action was not raised cannot come back by itself: it is settled now, and adds go on at once.
     clock_gettime(CLOCK_MONOTONIC, &returned_at);
     __atomic_store_n(&phase, RETURNED, __ATOMIC_RELEASE);
-    // Sent by a process: Linux's codes for that are 0 or below; Darwin's SI_USER and SI_QUEUE are positive.
+    // Sent by a process: Linux's codes for that are 0 or below; Darwin's are 0 (and SI_USER, SI_QUEUE).
     int sent = info != NULL && (info->si_code <= 0 || info->si_code == SI_USER || info->si_code == SI_QUEUE);
     if (!raised && sent && signal != SIGABRT) settle(1);
 }

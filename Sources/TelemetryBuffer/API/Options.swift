@@ -129,10 +129,11 @@ extension TelemetryBuffer {
         /// On Apple platforms `Application Support/<bundle identifier>/io.telemetrybuffer`: not Caches, which
         /// the system purges under disk pressure while the app is not running (exactly when a crash left items
         /// to recover), and in the app's own folder, which on a Mac without a sandbox every app of the user
-        /// would otherwise share (the per-DSN folders are kept out of backups). Elsewhere the caches folder
-        /// plus `io.telemetrybuffer` (on Linux `$XDG_CACHE_HOME` or `~/.cache`).
+        /// would otherwise share (the per-DSN folders are kept out of backups). On tvOS, where an app may
+        /// write nothing outside Caches, and elsewhere, the caches folder plus `io.telemetrybuffer` (on Linux
+        /// `$XDG_CACHE_HOME` or `~/.cache`).
         public static var defaultCacheDirectory: URL {
-            #if canImport(Darwin)
+            #if canImport(Darwin) && !os(tvOS)
             let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
                 ?? FileManager.default.temporaryDirectory
             return support.appendingPathComponent(Bundle.main.bundleIdentifier ?? "io.telemetrybuffer", isDirectory: true)

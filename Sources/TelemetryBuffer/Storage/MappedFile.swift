@@ -70,9 +70,10 @@ final class MappedFile {
 
     /// Whether a store into a mapped page of the file never asks its file system for new space once the
     /// file is allocated. Linux: ext2/3/4, XFS, tmpfs (`tb_file_overwrites_in_place`). Apple platforms: a
-    /// local APFS or HFS+ volume, which overwrite a file's own blocks in place (only blocks a clone or a
-    /// snapshot shares are copied); a network volume may fail a store when its server goes away, and exFAT,
-    /// FAT or FUSE volumes promise nothing. Asked through URL resource values, not `fstatfs`, which Apple
+    /// local APFS or HFS+ volume (before macOS 13.3 and iOS 16.4, when the type cannot be read, APFS only),
+    /// which overwrite a file's own blocks in place (only blocks a clone or a snapshot shares are copied); a
+    /// network volume may fail a store when its server goes away, and exFAT, FAT or FUSE volumes promise
+    /// nothing. Asked through URL resource values, not `fstatfs`, which Apple
     /// lists among the disk-space APIs that need a reason in a privacy manifest (none of its reasons fits).
     private static func overwritesInPlace(_ fd: FileDescriptor, path: String) -> Bool {
         #if canImport(Darwin)
@@ -82,11 +83,8 @@ final class MappedFile {
             let type = (try? url.resourceValues(forKeys: [.volumeTypeNameKey]))?.volumeTypeName?.lowercased()
             return type == "apfs" || type == "hfs"
         }
-        #if os(macOS)
-        return false  // the type is not to be had otherwise (the worst is assumed: a write just fails)
-        #else
-        return true  // iOS, tvOS and watchOS keep an app's files on the device's own APFS volume
-        #endif
+        // Before those, APFS is what clones files (and HFS+ is taken for one that may not overwrite in place).
+        return (try? url.resourceValues(forKeys: [.volumeSupportsFileCloningKey]))?.volumeSupportsFileCloning == true
         #else
         return tb_file_overwrites_in_place(fd.rawValue) == 1
         #endif

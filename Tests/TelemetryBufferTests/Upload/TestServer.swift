@@ -24,6 +24,8 @@ final class TestServer: @unchecked Sendable {
     enum Answer: Sendable {
         /// A response with no body.
         case respond(Int, headers: [String: String] = [:], after: Double = 0)
+        /// A 200 once the test signals `gate` (or after a minute: a test that forgot must not hang).
+        case respondWhenOpened(DispatchSemaphore)
         /// Reset the connection (RST) after reading half of the body.
         case resetMidBody
         /// Answer nothing, and close after `seconds`.
@@ -123,6 +125,9 @@ final class TestServer: @unchecked Sendable {
             var text = "HTTP/1.1 \(status) Scripted\r\nContent-Length: 0\r\nConnection: close\r\n"
             for (name, value) in headers { text += "\(name): \(value)\r\n" }
             write(connection, text + "\r\n")
+        case .respondWhenOpened(let gate):
+            _ = gate.wait(timeout: .now() + 60)
+            write(connection, "HTTP/1.1 200 Scripted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         case .resetMidBody:
             break
         case .hang(let seconds):

@@ -435,10 +435,10 @@ final class UploadTests: XCTestCase {
     /// one; that held the uploader as long as the drip lasted, here 120 s, past the test's deadline): the
     /// request ends at `requestTimeout`, as a network error, and the envelope goes again.
     func testASlowOrDrippingServerTimesOutAndTheEnvelopeIsRetried() throws {
-        for answer in [TestServer.Answer.respond(200, after: 3), .drip(interval: 0.2, seconds: 120)] {
+        for answer in [TestServer.Answer.respond(200, after: 3), .drip(interval: 0.1, seconds: 120)] {
             let server = try server(TestServer.sequence([answer]))
             defer { server.stop() }
-            let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 1 }
+            let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = 0.5 }
             buffer.add(log: .test("slow"))
             buffer.flush()
             eventually { stored(buffer) == 0 }
@@ -537,7 +537,8 @@ final class UploadTests: XCTestCase {
     /// The envelope under upload is not evicted, nor counted toward the bounds: its items reach the
     /// server, so counting them as `cache_overflow` as well would report a loss that did not happen.
     func testTheEnvelopeUnderUploadIsNotEvicted() throws {
-        let server = try server(TestServer.sequence([.respond(200, after: 2)]))
+        let gate = DispatchSemaphore(value: 0)
+        let server = try server(TestServer.sequence([.respondWhenOpened(gate)]))
         defer { server.stop() }
         let buffer = try TelemetryBuffer(options: uploadingOptions(directory, to: server) { $0.maxCachedEnvelopes = 1 })
         defer { buffer.close() }
@@ -547,6 +548,8 @@ final class UploadTests: XCTestCase {
             // `a` is under upload (the server holds its answer) while `b` and `c` arrive: `b` goes.
             if body == "a" { eventually { server.requests.withLock { $0.count } == 1 } }
         }
+        eventually { buffer.stats().drops["cache_overflow/log_item"] == 1 }
+        gate.signal()
         eventually { buffer.stats().stored.isEmpty && server.requests.withLock { $0.count } == 2 }
         let walked = try server.requests.withLock { $0 }.map { try WalkedEnvelope($0.body) }
         XCTAssertEqual(walked.flatMap(\.elements).compactMap { $0["body"] as? String }, ["a", "c"])
