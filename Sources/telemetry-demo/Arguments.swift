@@ -10,7 +10,8 @@ struct Arguments {
     static let usage = """
         usage: telemetry-demo                      a short tour in a temporary folder
                telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans] [--no-close]
-                                      [--max-envelopes N] [--exhaust-descriptors] [--remove-at N] [--threads T]
+                                      [--exit-holding] [--max-envelopes N] [--exhaust-descriptors] [--remove-at N]
+                                      [--threads T] [--pace-us N]
                telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N]
                telemetry-demo inspect --dir D
                telemetry-demo upload  --dir D --dsn DSN [--timeout S]
@@ -19,7 +20,8 @@ struct Arguments {
                                       [--when-held] [--survive-first] [--fork-child] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
                                       [--helpers H] [--crash-while-crashing] [--survive-then-register]
-        crash kinds: segv abort fatal unwrap overflow index stack thread bus kill term
+                                      [--reporter before|after]
+        crash kinds: segv abort fatal unwrap overflow index stack thread bus sent-segv kill term
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
         """
 
@@ -30,7 +32,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal"].contains(name) {
+            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal", "exit-holding"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {
                 values[name] = value

@@ -4,7 +4,9 @@ import TelemetryBuffer
 /// `stress`: adds N logs `item <seq>` (and with --spans one span per item), printing `ack <seq>` once
 /// every `add` of that seq has returned with its item held, or `drop <seq> log|span|log span` naming
 /// what was dropped; then closes the buffer
-/// (with --no-close it just returns from main: the graceful-exit hook must forward the items). With
+/// (with --no-close it just returns from main: the graceful-exit hook must forward the items; with
+/// --exit-holding it calls `exit(0)` while it still holds the buffer, as an app does that never closes it).
+/// With --pace-us N it waits N µs after each item (the IO caches keep up with the lists then, as in an app). With
 /// --exhaust-descriptors, no file descriptor is left once the buffer exists. With --remove-at N, it calls
 /// `removeAllData()` before adding item N and prints `removed` once that returned. With --threads T, T
 /// threads add at once, thread t the items t, t+T, t+2T… (each prints its own lines, in its order; no
@@ -15,11 +17,13 @@ enum Stress {
         let count = try arguments.integer("count", default: 1000)
         let withSpans = arguments.flag("spans")
         let removeAt = try arguments.integer("remove-at", default: -1)
+        let pace = useconds_t(try arguments.integer("pace-us", default: 0))
         let buffer = try TelemetryBuffer(options: options(arguments, directory: directory))
         if arguments.flag("exhaust-descriptors") { exhaustDescriptors() }
         let threads = try arguments.integer("threads", default: 1)
         guard threads > 1 else {
-            try add(stride(from: 0, to: count, by: 1), to: buffer, spans: withSpans, removeAt: removeAt)
+            try add(stride(from: 0, to: count, by: 1), to: buffer, spans: withSpans, removeAt: removeAt, pace: pace)
+            if arguments.flag("exit-holding") { withExtendedLifetime(buffer) { exit(0) } }
             if !arguments.flag("no-close") { buffer.close() }
             return
         }
@@ -27,7 +31,7 @@ enum Stress {
         for thread in 0..<threads {
             done.enter()
             Thread {
-                try? add(stride(from: thread, to: count, by: threads), to: buffer, spans: withSpans, removeAt: -1)
+                try? add(stride(from: thread, to: count, by: threads), to: buffer, spans: withSpans, removeAt: -1, pace: pace)
                 done.leave()
             }.start()
         }
@@ -37,7 +41,7 @@ enum Stress {
 
     /// Adds the items `seqs`, one log each (and with `withSpans` a span), printing a line per seq.
     private static func add(
-        _ seqs: StrideTo<Int>, to buffer: TelemetryBuffer, spans withSpans: Bool, removeAt: Int
+        _ seqs: StrideTo<Int>, to buffer: TelemetryBuffer, spans withSpans: Bool, removeAt: Int, pace: useconds_t
     ) throws {
         var trace = TraceID.random()
         var segment = SpanID.random()
@@ -65,6 +69,7 @@ enum Stress {
             // Unbuffered, so a parent killing this process has seen every ack that was printed.
             let line = dropped.isEmpty ? "ack \(seq)\n" : "drop \(seq) \(dropped.joined(separator: " "))\n"
             FileHandle.standardOutput.write(Data(line.utf8))
+            if pace > 0 { usleep(pace) }
         }
     }
 

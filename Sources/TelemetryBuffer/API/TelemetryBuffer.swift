@@ -422,15 +422,25 @@ public final class TelemetryBuffer: Sendable {
     /// - Parameter timeout: The longest wait, in seconds (0 or less: do not wait).
     /// - Returns: `true` if the forward finished in time; `false` if it is still running in the background.
     @discardableResult
-    public func flush(timeout: TimeInterval) -> Bool {
+    public func flush(timeout: TimeInterval) -> Bool { flush(timeout: timeout, durably: false) }
+
+    /// Like `flush(timeout:)`, with `durably` also waiting, within the same `timeout`, until what the
+    /// forward published is durable against power loss (the DoubleRotatingBuffer syncs it a moment later,
+    /// off the wait): for a graceful exit and for going to the background, after which the process may be
+    /// gone before that sync, and a reboot would take the unsynced copies for live items.
+    func flush(timeout: TimeInterval, durably: Bool) -> Bool {
         guard !Self.isForkedChild else { return true }
-        if isOnQueue {
+        let forward: @Sendable () -> Void = { [scheduler, strategy] in
             scheduler.forwardEverything()
+            if durably { strategy.awaitDurable() }
+        }
+        if isOnQueue {
+            forward()
             return true
         }
         let done = DispatchSemaphore(value: 0)
-        queue.async { [scheduler] in
-            scheduler.forwardEverything()
+        queue.async {
+            forward()
             done.signal()
         }
         return done.wait(timeout: .now() + max(0, timeout)) == .success

@@ -108,10 +108,11 @@ enum LiveBuffers {
         for group in releasing.withLock({ Array($0.values) }) { _ = group.wait(timeout: deadline) }
     }
 
-    /// Flushes every live buffer, waiting for them all within `seconds` from now (not each in turn).
+    /// Flushes every live buffer durably (its deferred syncs done too: the process may be gone before they
+    /// run otherwise), waiting for them all within `seconds` from now (not each in turn).
     private static func flushEach(within seconds: TimeInterval) {
         let deadline = Date().addingTimeInterval(seconds)
-        each { $0.flush(timeout: max(0, deadline.timeIntervalSinceNow)) }
+        each { _ = $0.flush(timeout: max(0, deadline.timeIntervalSinceNow), durably: true) }
     }
 
     private static func each(_ body: (TelemetryBuffer) -> Void) {

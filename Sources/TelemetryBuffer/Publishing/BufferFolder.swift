@@ -156,6 +156,17 @@ final class BufferFolder: @unchecked Sendable {
         guard ftruncate(file.rawValue, off_t(id.count)) == 0 else { throw FileSystem.error("ftruncate", path + "/" + boot) }
     }
 
+    /// Copies the small file `name` (at most `limit` bytes) to the new file `newName`, without a sync, as
+    /// well as it can: the copy of a boot, which, missing, torn or lost to power loss, only makes recovery
+    /// trust less (a larger file, planted, is not copied).
+    func copyBoot(_ name: String, to newName: String, limit: Int = 256) {
+        guard !isReleased, let bytes = FileSystem.contents(of: path + "/" + name, limit: limit),
+              let file = try? FileSystem.openFile(newName, O_WRONLY | O_CREAT | O_EXCL, in: fd, path: path + "/" + newName)
+        else { return }
+        defer { file.close() }
+        try? FileSystem.writeAll(file, bytes, path: path + "/" + newName)
+    }
+
     /// Removes the staged envelopes a marker names (an interrupted publication).
     func removeStaged(_ publication: RecordFraming.Publication) {
         guard !isReleased else { return }

@@ -32,21 +32,21 @@ enum Recovery {
         // (a planted `recovering-2147483647-x` made the next one unreadable, orphaning what it claimed).
         let taken = Set(names.compactMap { BufferFile(name: $0)?.claim?.generation })
         let generation = (0...).first { !taken.contains($0) }!
-        var claimedNames: [String] = []
-        var claimedNow = false
-        for name in names {
-            guard let file = BufferFile(name: name) else { continue }
-            if file.claim != nil { claimedNames.append(name); continue }
-            // A link, FIFO or someone else's file with a buffer file's name is not ours to move.
-            guard file.holdsRecords, folder.isOurs(name) else { continue }
-            let claimed = BufferFile.claimed(generation: generation, file).name
+        var claimedNames = names.filter { BufferFile(name: $0)?.claim != nil }
+        // A link, FIFO or someone else's file with a buffer file's name is not ours to move.
+        let toClaim = names.filter { name in BufferFile(name: name).map { $0.claim == nil && $0.holdsRecords } == true && folder.isOurs(name) }
+        // The boot first, as a copy (`boot` stays until this process records its own): a generation then
+        // never holds files without the boot they were written in, whatever stops the claim part-way (a
+        // kill, a failed rename); without it, published copies would count as live and go out again.
+        if !toClaim.isEmpty, names.contains(BufferFile.boot.name), folder.isOurs(BufferFile.boot.name) {
+            folder.copyBoot(BufferFile.boot.name, to: BufferFile.claimed(generation: generation, .boot).name)
+        }
+        for name in toClaim {
+            let claimed = BufferFile.claimed(generation: generation, BufferFile(name: name)!).name
             try folder.rename(name, to: claimed)
             claimedNames.append(claimed)
-            claimedNow = true
         }
-        if claimedNow, names.contains(BufferFile.boot.name), folder.isOurs(BufferFile.boot.name) {
-            try folder.rename(BufferFile.boot.name, to: BufferFile.claimed(generation: generation, .boot).name)
-        }
+        Failpoint.recoveryClaimed.hit()
         let claimed = !claimedNames.isEmpty
         // Before this process stages anything: its envelopes must never carry the indices a claimed file's
         // marker names (a later recovery removes a `publishing` one's range). A marker that cannot be

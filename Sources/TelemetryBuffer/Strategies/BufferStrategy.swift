@@ -34,6 +34,9 @@ protocol BufferStrategy: AnyObject, Sendable {
     /// that left items it was to publish held; `nil` when there is none. Background queue.
     @discardableResult
     func forward(everything: Bool) -> (any Error)?
+    /// Waits until what forwards published is durable against power loss (a sync they left to run later).
+    /// Background queue.
+    func awaitDurable()
     /// Rejects every later item, then publishes everything held. Background queue.
     func close()
     /// Clears what the strategy's files still hold of items it forwarded (for `removeAllData`, after a
@@ -54,6 +57,9 @@ protocol BufferStrategy: AnyObject, Sendable {
 
 extension BufferStrategy {
     func batchStarted() {}
+
+    /// Forwards sync what they publish before they return.
+    func awaitDurable() {}
 
     /// Nothing to clear: the strategy's forwarded files are gone once the forward returns.
     func scrub() {}

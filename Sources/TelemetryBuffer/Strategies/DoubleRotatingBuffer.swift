@@ -253,6 +253,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         return BufferFile.awaitingSync(number).name
     }
 
+    /// Waits for the deferred sync of what was published (`syncPublished`).
+    func awaitDurable() { syncs.sync {} }
+
     /// Forwards both lists and waits for their sync.
     func close() {
         regions.close()

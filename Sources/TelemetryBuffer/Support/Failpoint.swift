@@ -8,7 +8,8 @@ import Foundation
 /// reaches one (`hit()`) the process is killed with SIGKILL (no action, or `kill`), the thread crashes with a real
 /// null-pointer write (`segv`: the crash handler runs in the middle of the step), or the thread stops there
 /// for good after creating the file named by `TELEMETRY_BUFFER_FAILPOINT_HELD` (`hold`: another thread
-/// can crash while the step is held). `failIfArmed` makes its step fail each time instead. Without the
+/// can crash while the step is held), or the thread goes on after half a second (`pause`: a slow step, every
+/// time it is reached). `failIfArmed` makes its step fail each time instead. Without the
 /// variable, each step costs one check of an empty dictionary. They are on background paths, and in
 /// `add` only after a failed write (FileStreamCache), never on its way to success.
 enum Failpoint: String, CaseIterable, Sendable {
@@ -32,6 +33,9 @@ enum Failpoint: String, CaseIterable, Sendable {
     case recoveryRemoved = "recovery.removed"
     /// Recovery published one part of what it gathered; the next may follow (all are removed after the last).
     case recoveryPartDone = "recovery.part-done"
+    /// Start-up claimed the files an earlier process left (renamed them for this generation); nothing is
+    /// read yet.
+    case recoveryClaimed = "recovery.claimed"
 
     /// Recovery published a list straight from its file and removed it and its IO cache; another list may
     /// follow (the path taken after a process death, see `Recovery`).
@@ -73,7 +77,7 @@ enum Failpoint: String, CaseIterable, Sendable {
 
     /// What an armed step does when reached.
     enum Action: String, Sendable {
-        case kill, segv, hold
+        case kill, segv, hold, pause
     }
 
     #if TELEMETRY_BUFFER_FAILPOINTS
@@ -127,6 +131,8 @@ enum Failpoint: String, CaseIterable, Sendable {
             }
             #endif
             while true { sleep(60) }
+        case .pause:
+            usleep(500_000)
         }
     }
 

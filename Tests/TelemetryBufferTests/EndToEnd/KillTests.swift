@@ -162,6 +162,44 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, atLeastOnce: true, "failed sync")
     }
 
+    /// An app that exits holding its buffer (no `close()`): the exit hook's forward publishes the last
+    /// batch, whose sync runs a moment later (here slowed, `publish.unsynced:pause`). The hook waits for it
+    /// too: otherwise the process ended first, left the batch's copy `awaiting-sync-x` dated to this boot,
+    /// and after a reboot recovery took it for live items and published the batch again.
+    func testAGracefulExitWaitsForTheDeferredSyncSoARebootPublishesNothingTwice() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        // Paced, so that the IO caches hold the lists' items when they are retired (as in an app that runs on).
+        let stress = try Demo.run(["stress", "--dir", folder.url.path, "--count", "150", "--spans", "--max-envelopes", "100000",
+                                   "--pace-us", "2000", "--exit-holding"], failpoint: .publishUnsynced, action: .pause)
+        XCTAssertEqual(stress.status, 0, stress.errors)
+        // The phone restarts: the boot the files were dated to is not this one any more.
+        let buffers = try folder.makeBufferFolder(dsn: demoDefaultDSN)
+        try Data("another boot".utf8).write(to: URL(fileURLWithPath: buffers + "/boot"))
+        let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "exit holding the buffer, then a reboot")
+    }
+
+    /// A start that claims what a killed process left, killed itself once its claims are made: the next
+    /// start still knows the boot those files were written in (claimed first, as a copy), so the copies of
+    /// lists whose envelopes were published are not taken for live items. (The boot was claimed last: a kill
+    /// in between left the generation without it, and the last batch was published twice.)
+    func testARecoveryKilledAfterItsClaimsKeepsTheirBoot() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        // Killed after a forward returned, before its sync: its IO cache, which had caught up with the list
+        // (paced adds), waits as `awaiting-sync-x`.
+        let stress = try Demo.run(["stress", "--dir", folder.url.path, "--count", "500", "--spans", "--max-envelopes", "100000",
+                                   "--pace-us", "2000"], failpoint: .publishUnsynced)
+        XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
+        let interrupted = try Demo.recover(folder, .doubleRotatingBuffer, failpoint: .recoveryClaimed)
+        XCTAssertEqual(interrupted.status, -SIGKILL, "the claims must have been made")
+        let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "recovery killed after its claims")
+    }
+
     /// FileStreamCache syncs before it removes `flushing`: after a failed sync (injected) the file says
     /// `captured`, and the next forward removes it without staging its items again (they are moved already).
     func testAFailedStreamCacheSyncDoesNotPublishTwice() throws {
