@@ -154,7 +154,10 @@ enum Crash {
     private static func installClosingHandler() {
         _ = signal(SIGTERM) { _ in
             Crash.closedOnSIGTERM.forEach { $0.close() }
-            let message = "previous handler closed the buffers\n"
+            // The items the buffers count as lost (internal_sdk_error; not their bytes) once closed.
+            let lost = Crash.closedOnSIGTERM.flatMap { $0.stats().drops }
+                .filter { $0.key.hasPrefix("internal_sdk_error/") && !$0.key.hasSuffix("_byte") }.reduce(0) { $0 + $1.value }
+            let message = "previous handler closed the buffers, \(lost) items counted as lost\n"
             _ = message.withCString { write(2, $0, strlen($0)) }
             exit(0)
         }

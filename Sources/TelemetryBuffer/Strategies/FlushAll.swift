@@ -87,8 +87,12 @@ final class FlushAll: BufferStrategy {
     func close() {
         regions.close()
         forward(everything: true)
-        // What could not be stored (a full disk) goes with the process: counted.
-        regions.forEachHeldRecord { batcher.reports.recordDrop(of: $0.category, bytes: $0.payload.count, reason: .internalSDKError) }
+        // What could not be stored (a full disk) goes with the process: counted. Not a region the crash
+        // handler claimed and wrote out: its file keeps the items (unregistering keeps it), the next start
+        // publishes them.
+        regions.forEachHeldRecord(skippingClaimed: true) {
+            batcher.reports.recordDrop(of: $0.category, bytes: $0.payload.count, reason: .internalSDKError)
+        }
     }
 
     /// The regions' pages past their records (up to 2 × `maxBatchBytes` of heap once a batch filled them).
