@@ -1,3 +1,4 @@
+import CTelemetrySignals
 import Foundation
 
 /// The FileStreamCache strategy (option 2 of the mobile spec): every `add` appends its framed record to
@@ -9,7 +10,9 @@ import Foundation
 /// `flushing`, a fresh `cache` is opened, and `flushing` is published exactly once under its
 /// publication marker, then deleted. If `cache` fills while `flushing` is still being published, new
 /// items are dropped and counted (with `BatchTally`'s rule for a span's trace). Start-up recovery reads
-/// both files.
+/// both files. Once an append fails for lack of room (a full disk, a quota, the file size limit), the
+/// calling threads write nothing more: their items are refused at once (counted) until a probe in the
+/// background, once a second, has seen an append of that size fit.
 final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let batcher: EnvelopeBatcher
@@ -29,6 +32,13 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private var torn = false
     private var closed = false
     private var ids = ItemIDSequence()
+    /// 1 from an append that failed for lack of room until the probe saw one fit: read by `append` before
+    /// it takes the lock, so that a full disk costs the calling thread no syscall and no wait.
+    private let outOfRoom = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
+    /// The size of the append that did not fit: what the probe tries. Guarded by `lock`.
+    private var failedSize = 0
+    /// Fires once a second while `outOfRoom`, on a queue of its own.
+    private let probe = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "io.telemetrybuffer.room-probe", qos: .utility))
 
     init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int) throws {
         self.folder = folder
@@ -38,6 +48,10 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         // A link, a FIFO or someone else's file named `flushing` would be replaced by a rotation.
         try Self.checkFlushingIsFree(in: folder)
         fd = try Self.createCache(at: folder.path + "/" + BufferFile.streamCache.name)
+        outOfRoom.initialize(to: 0)
+        probe.schedule(deadline: .distantFuture)
+        probe.setEventHandler { [weak self] in self?.probeRoom() }
+        probe.resume()
     }
 
     /// Throws `ForeignFile` if something not ours has the name `flushing`. (A file of ours there is a
@@ -50,7 +64,11 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         }
     }
 
-    deinit { fd.close() }
+    deinit {
+        probe.cancel()
+        outOfRoom.deallocate()
+        fd.close()
+    }
 
     /// Creates a fresh stream file at `path` with its header and returns its descriptor.
     private static func createCache(at path: String) throws -> FileDescriptor {
@@ -108,6 +126,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     }
 
     func append(_ item: EncodedItem) -> AppendOutcome {
+        guard tb_load_acquire_u64(outOfRoom) == 0 else { return .rejected(.internalSDKError) }
         lock.lock()
         defer { lock.unlock() }
         guard !closed, !tally.isCut(item) else { return .rejected(.bufferOverflow) }
@@ -134,10 +153,15 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                                             payloadCRC: item.payloadCRC, to: header.baseAddress!)
             return writeRecord(header: UnsafeRawBufferPointer(header), payload: item.payload)
         }
-        guard written else {
+        if let failure = written {
             // A partial record would end every later scan of the file: cut it off (or before the next append).
             torn = true
             _ = cutOffTornRecord()
+            if [ENOSPC, EDQUOT, EFBIG].contains(failure) {
+                failedSize = size
+                tb_store_release_u64(outOfRoom, 1)
+                probe.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(100))
+            }
             return .rejected(.internalSDKError)
         }
         let wasEmpty = cacheBytes == 0
@@ -159,24 +183,47 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         return true
     }
 
-    /// One `writev` of header and payload, continuing after short writes.
-    private func writeRecord(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> Bool {
+    /// One `writev` of header and payload, continuing after short writes; the `errno` of a failure, or `nil`.
+    private func writeRecord(header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> Int32? {
         var headerDone = 0, payloadDone = 0
         while headerDone < header.count || payloadDone < payload.count {
-            guard let written = try? SystemCall.retrying("writev", BufferFile.streamCache.name, {
-                withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
-                    vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress! + headerDone),
-                                       iov_len: header.count - headerDone)
-                    vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: payload.baseAddress! + payloadDone),
-                                       iov_len: payload.count - payloadDone)
-                    return writev(fd.rawValue, vectors.baseAddress, 2)
+            let written: Int
+            do {
+                written = try SystemCall.retrying("writev", BufferFile.streamCache.name) {
+                    withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
+                        vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress! + headerDone),
+                                           iov_len: header.count - headerDone)
+                        vectors[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: payload.baseAddress! + payloadDone),
+                                           iov_len: payload.count - payloadDone)
+                        return writev(fd.rawValue, vectors.baseAddress, 2)
+                    }
                 }
-            }) else { return false }
+            } catch TelemetryBufferError.fileSystem(_, _, let code) {
+                return code
+            } catch {
+                return EIO
+            }
             let fromHeader = min(written, header.count - headerDone)
             headerDone += fromHeader
             payloadDone += written - fromHeader
         }
-        return true
+        return nil
+    }
+
+    /// The probe's queue: whether an append of the size that failed fits now (zeros written where the next
+    /// record goes, then cut off again). Then the calling threads may append again.
+    private func probeRoom() {
+        let fits: Bool = lock.withLock {
+            guard !closed, !torn || cutOffTornRecord() else { return false }
+            let zeros = [UInt8](repeating: 0, count: failedSize)
+            let written = zeros.withUnsafeBytes { write(fd.rawValue, $0.baseAddress, $0.count) }
+            // Cut off whatever was written, as a torn record is.
+            torn = true
+            return cutOffTornRecord() && written == zeros.count
+        }
+        guard fits else { return }
+        probe.schedule(deadline: .distantFuture)
+        tb_store_release_u64(outOfRoom, 0)
     }
 
     @discardableResult
@@ -239,6 +286,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
 
     func close() {
         lock.withLock { closed = true }
+        probe.schedule(deadline: .distantFuture)
         forward(everything: true)
     }
 

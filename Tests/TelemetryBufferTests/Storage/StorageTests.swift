@@ -517,8 +517,9 @@ final class StorageTests: XCTestCase {
     /// An append torn part-way (a real one: the file size limit, RLIMIT_FSIZE, stops the `writev` in the
     /// record) whose partial record cannot be cut off (failpoint `stream.truncate-fails`, as `ftruncate`
     /// failing on a network file system): no later record may follow those bytes, where every scan
-    /// stops. Once, the next append cuts them off; twice, it goes on in a new `cache`. Either way every
-    /// acknowledged item arrives once. (Later records were appended after the torn bytes, and lost.)
+    /// stops. The appends wait for the probe that looks for room (once a second), which cuts them off,
+    /// once or twice failing to. Either way every acknowledged item arrives once. (Later records were
+    /// appended after the torn bytes, and lost.)
     func testARecordTornWhereItCannotBeCutOffIsNeverFollowed() throws {
         for failures in [1, 2] {
             let folder = try TemporaryDirectory()
@@ -540,11 +541,45 @@ final class StorageTests: XCTestCase {
             XCTAssertEqual(setrlimit(Self.fileSizeLimit, &previous), 0)
             signal(SIGXFSZ, ignoring)
             XCTAssertFalse(torn, "the torn append is refused")
-            XCTAssertTrue(buffer.add(log: .test("after")), "\(failures)")
+            eventually { buffer.add(log: .test("after")) }
             buffer.flush()
             XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["before", "after"], "\(failures)")
             buffer.close()
         }
+    }
+
+    /// A stream cache that runs out of room (here the file size limit, RLIMIT_FSIZE, under which a write
+    /// fails with EFBIG and raises SIGXFSZ, counted here): after the first append that does not fit, the
+    /// calling thread writes nothing more and its items are refused at once (counted), until the
+    /// background's probe sees an append fit again (the limit lifted); then adds go on, and every
+    /// acknowledged item arrives. (Every refused add tried its `writev` again: 1,000 SIGXFSZ here before.)
+    func testAFullDiskCostsTheCallingThreadNoMoreWrites() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = .fileStreamCache })
+        defer { buffer.close() }
+        XCTAssertTrue(buffer.add(log: .test("before")))
+        let cache = buffer.directory.appendingPathComponent("telemetry-buffer/cache").path
+        var status = stat()
+        XCTAssertEqual(stat(cache, &status), 0)
+        var previous = rlimit(), limit = rlimit()
+        XCTAssertEqual(getrlimit(Self.fileSizeLimit, &previous), 0)
+        limit.rlim_cur = rlim_t(status.st_size)
+        limit.rlim_max = previous.rlim_max
+        fileSizeSignals = 0
+        let handling = signal(SIGXFSZ) { _ in fileSizeSignals += 1 }
+        XCTAssertEqual(setrlimit(Self.fileSizeLimit, &limit), 0)
+        let refused = (0..<1000).filter { !buffer.add(log: .test("refused \($0)")) }.count
+        let signals = fileSizeSignals
+        XCTAssertEqual(setrlimit(Self.fileSizeLimit, &previous), 0)
+        signal(SIGXFSZ, handling)
+        XCTAssertEqual(refused, 1000)
+        // The add that found no room, and at most a probe or two (once a second) while the others ran.
+        XCTAssertLessThanOrEqual(signals, 3, "writes made for refused adds")
+        eventually { buffer.add(log: .test("after")) }
+        buffer.flush()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["before", "after"])
+        XCTAssertGreaterThanOrEqual(buffer.stats().drops["internal_sdk_error/log_item"] ?? 0, 1000)
     }
 
     #if canImport(Glibc)
@@ -734,3 +769,6 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(span(doomed, size: 0), .accepted(startTimer: true, forwardNow: false), "a new region takes it again")
     }
 }
+
+/// SIGXFSZ deliveries (each write past the file size limit raises one), counted by a test's handler.
+nonisolated(unsafe) private var fileSizeSignals = 0
