@@ -155,6 +155,7 @@ public final class TelemetryBuffer: Sendable {
             guard !Self.isForkedChild, !folder.isReleased else { return }
             strategy.close()
             crash?.unregister()
+            strategy.countUnstored()
             // Now, not when the last reference goes: a new buffer on this DSN is waiting for the folder.
             folder.release()
         }, on: queue)
@@ -486,6 +487,7 @@ public final class TelemetryBuffer: Sendable {
             guard !folder.isReleased else { return }
             strategy.close()
             crash?.unregister()
+            strategy.countUnstored()
             scheduler.close()
             folder.release()
         }

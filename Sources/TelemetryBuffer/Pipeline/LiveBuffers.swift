@@ -108,11 +108,14 @@ enum LiveBuffers {
         for group in releasing.withLock({ Array($0.values) }) { _ = group.wait(timeout: deadline) }
     }
 
-    /// Flushes every live buffer durably (its deferred syncs done too: the process may be gone before they
-    /// run otherwise), waiting for them all within `seconds` from now (not each in turn).
+    /// Flushes every live buffer, then waits for their deferred syncs (the process may be gone before they
+    /// run otherwise), all within `seconds` from now (not each in turn). Forwards first: a buffer's sync
+    /// must not take the time another needs to store what it holds in memory.
     private static func flushEach(within seconds: TimeInterval) {
         let deadline = Date().addingTimeInterval(seconds)
-        each { _ = $0.flush(timeout: max(0, deadline.timeIntervalSinceNow), durably: true) }
+        for durably in [false, true] {
+            each { _ = $0.flush(timeout: max(0, deadline.timeIntervalSinceNow), durably: durably) }
+        }
     }
 
     private static func each(_ body: (TelemetryBuffer) -> Void) {

@@ -156,15 +156,19 @@ final class BufferFolder: @unchecked Sendable {
         guard ftruncate(file.rawValue, off_t(id.count)) == 0 else { throw FileSystem.error("ftruncate", path + "/" + boot) }
     }
 
-    /// Copies the small file `name` (at most `limit` bytes) to the new file `newName`, without a sync, as
-    /// well as it can: the copy of a boot, which, missing, torn or lost to power loss, only makes recovery
-    /// trust less (a larger file, planted, is not copied).
-    func copyBoot(_ name: String, to newName: String, limit: Int = 256) {
+    /// Copies the small file `name` (at most `limit` bytes) to the new file `newName`, without a sync (lost
+    /// to power loss, a boot's copy only makes recovery trust less); whether it did. A larger file, planted,
+    /// is not copied; a copy that failed part-way is removed.
+    func copyBoot(_ name: String, to newName: String, limit: Int = 256) -> Bool {
         guard !isReleased, let bytes = FileSystem.contents(of: path + "/" + name, limit: limit),
               let file = try? FileSystem.openFile(newName, O_WRONLY | O_CREAT | O_EXCL, in: fd, path: path + "/" + newName)
-        else { return }
+        else { return false }
         defer { file.close() }
-        try? FileSystem.writeAll(file, bytes, path: path + "/" + newName)
+        guard (try? FileSystem.writeAll(file, bytes, path: path + "/" + newName)) != nil else {
+            remove(newName)
+            return false
+        }
+        return true
     }
 
     /// Removes the staged envelopes a marker names (an interrupted publication).

@@ -37,9 +37,14 @@ enum Recovery {
         let toClaim = names.filter { name in BufferFile(name: name).map { $0.claim == nil && $0.holdsRecords } == true && folder.isOurs(name) }
         // The boot first, as a copy (`boot` stays until this process records its own): a generation then
         // never holds files without the boot they were written in, whatever stops the claim part-way (a
-        // kill, a failed rename); without it, published copies would count as live and go out again.
+        // kill, a failed rename); without it, published copies would count as live and go out again. Where
+        // no copy can be made (a full disk), the boot itself, renamed: that needs no room, and only a kill
+        // before the files' claims (on that full disk) then leaves them without it.
         if !toClaim.isEmpty, names.contains(BufferFile.boot.name), folder.isOurs(BufferFile.boot.name) {
-            folder.copyBoot(BufferFile.boot.name, to: BufferFile.claimed(generation: generation, .boot).name)
+            let claimedBoot = BufferFile.claimed(generation: generation, .boot).name
+            if !folder.copyBoot(BufferFile.boot.name, to: claimedBoot) {
+                try folder.rename(BufferFile.boot.name, to: claimedBoot)
+            }
         }
         for name in toClaim {
             let claimed = BufferFile.claimed(generation: generation, BufferFile(name: name)!).name

@@ -39,6 +39,9 @@ protocol BufferStrategy: AnyObject, Sendable {
     func awaitDurable()
     /// Rejects every later item, then publishes everything held. Background queue.
     func close()
+    /// After `close()` and the removal of the crash registration: counts as lost (`internal_sdk_error`)
+    /// what the strategy still holds that nothing keeps, since it goes with the process. Background queue.
+    func countUnstored()
     /// Clears what the strategy's files still hold of items it forwarded (for `removeAllData`, after a
     /// forward), durably: waits for deferred syncs and overwrites the bytes past the lists' records.
     /// Background queue.
@@ -60,6 +63,9 @@ extension BufferStrategy {
 
     /// Forwards sync what they publish before they return.
     func awaitDurable() {}
+
+    /// Every item is in a file that stays.
+    func countUnstored() {}
 
     /// Nothing to clear: the strategy's forwarded files are gone once the forward returns.
     func scrub() {}

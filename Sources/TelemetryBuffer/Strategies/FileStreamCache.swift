@@ -35,10 +35,12 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     /// 1 from an append that failed for lack of room until the probe saw one fit: read by `append` before
     /// it takes the lock, so that a full disk costs the calling thread no syscall and no wait.
     private let outOfRoom = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
-    /// The size of the append that did not fit: what the probe tries. Guarded by `lock`.
-    private var failedSize = 0
-    /// Fires once a second while `outOfRoom`, on a queue of its own.
-    private let probe = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "io.telemetrybuffer.room-probe", qos: .utility))
+    /// What the probe tries to write: the size of the append that did not fit, at most 4 KiB (a larger
+    /// item must not keep smaller ones out). Guarded by `lock`.
+    private var probeSize = 0
+    /// Fires once a second while `outOfRoom`, on a queue of its own. Made last in `init`: a timer source
+    /// released without ever being resumed (an `init` that throws) stops the process.
+    private let probe: DispatchSourceTimer
 
     init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int) throws {
         self.folder = folder
@@ -49,6 +51,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         try Self.checkFlushingIsFree(in: folder)
         fd = try Self.createCache(at: folder.path + "/" + BufferFile.streamCache.name)
         outOfRoom.initialize(to: 0)
+        probe = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "io.telemetrybuffer.room-probe", qos: .utility))
         probe.schedule(deadline: .distantFuture)
         probe.setEventHandler { [weak self] in self?.probeRoom() }
         probe.resume()
@@ -158,7 +161,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
             torn = true
             _ = cutOffTornRecord()
             if [ENOSPC, EDQUOT, EFBIG].contains(failure) {
-                failedSize = size
+                probeSize = min(size, 4096)
                 tb_store_release_u64(outOfRoom, 1)
                 probe.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(100))
             }
@@ -214,8 +217,13 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     /// record goes, then cut off again). Then the calling threads may append again.
     private func probeRoom() {
         let fits: Bool = lock.withLock {
-            guard !closed, !torn || cutOffTornRecord() else { return false }
-            let zeros = [UInt8](repeating: 0, count: failedSize)
+            guard !closed else { return false }
+            // A torn record that cannot be cut off: a new `cache`, as an append would go on in (unless
+            // `flushing` still waits: then the next probe tries again).
+            if torn, !cutOffTornRecord() {
+                guard !pending, (try? rotate()) != nil else { return false }
+            }
+            let zeros = [UInt8](repeating: 0, count: probeSize)
             let written = zeros.withUnsafeBytes { write(fd.rawValue, $0.baseAddress, $0.count) }
             // Cut off whatever was written, as a torn record is.
             torn = true

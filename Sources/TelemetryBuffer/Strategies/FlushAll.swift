@@ -21,11 +21,14 @@ final class FlushAll: BufferStrategy {
     private let folder: BufferFolder
     private let batcher: EnvelopeBatcher
     private let outbox: any Outbox
+    /// The files the crash handler writes the two regions to.
+    private let terminationNames: [String]
 
     init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int) {
         self.folder = folder
         self.batcher = batcher
         self.outbox = outbox
+        terminationNames = folder.terminationNames(2)
         regions = RotatingRegions(
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
@@ -87,10 +90,15 @@ final class FlushAll: BufferStrategy {
     func close() {
         regions.close()
         forward(everything: true)
-        // What could not be stored (a full disk) goes with the process: counted. Not a region the crash
-        // handler claimed and wrote out: its file keeps the items (unregistering keeps it), the next start
-        // publishes them.
-        regions.forEachHeldRecord(skippingClaimed: true) {
+    }
+
+    /// What is still held goes with the process: counted, but for a region the crash handler claimed and
+    /// wrote out, whose file keeps the items (the registration's removal kept it) for the next start. A
+    /// claim settled since `close()` (the process survived the signal, and the handler undid its files)
+    /// lets those items go out now.
+    func countUnstored() {
+        if regions.all.contains(where: { !$0.isClaimed && $0.recordBytes > 0 }) { forward(everything: true) }
+        regions.forEachHeldRecord(skippingRegion: { regions.all[$0].isClaimed && folder.isOurs(terminationNames[$0]) }) {
             batcher.reports.recordDrop(of: $0.category, bytes: $0.payload.count, reason: .internalSDKError)
         }
     }
@@ -104,6 +112,6 @@ final class FlushAll: BufferStrategy {
 
     var crashPlan: CrashPlan? {
         CrashPlan(regions: regions.all, directory: folder.path,
-                  action: .writeRegions(names: folder.terminationNames(2), appending: regions.appending))
+                  action: .writeRegions(names: terminationNames, appending: regions.appending))
     }
 }

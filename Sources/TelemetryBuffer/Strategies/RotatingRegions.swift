@@ -237,12 +237,11 @@ final class RotatingRegions: @unchecked Sendable {
     }
 
     /// Calls `body` with every record the regions still hold (for counting what `close()` could not store),
-    /// with `skippingClaimed` none of a region the crash handler claimed (its file keeps them).
-    func forEachHeldRecord(skippingClaimed: Bool = false, _ body: (RecordFraming.Record) -> Void) {
+    /// but those of a region `skippingRegion` names by its index.
+    func forEachHeldRecord(skippingRegion: (Int) -> Bool, _ body: (RecordFraming.Record) -> Void) {
         state.withLock { state in
-            for index in 0...1 {
+            for index in 0...1 where !skippingRegion(index) {
                 withRegion(index) { region in
-                    guard !(skippingClaimed && region.isClaimed) else { return }
                     waitForCommits(region, upTo: (state.length(index, lane: 0), state.length(index, lane: 1)))
                     region.records.forEachRecord(body)
                 }
