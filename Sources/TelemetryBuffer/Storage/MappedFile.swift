@@ -73,8 +73,8 @@ final class MappedFile {
     /// local APFS or HFS+ volume (before macOS 13.3 and iOS 16.4, when the type cannot be read, APFS only),
     /// which overwrite a file's own blocks in place (only blocks a clone or a snapshot shares are copied); a
     /// network volume may fail a store when its server goes away, and exFAT, FAT or FUSE volumes promise
-    /// nothing. Asked through URL resource values, not `fstatfs`, which Apple
-    /// lists among the disk-space APIs that need a reason in a privacy manifest (none of its reasons fits).
+    /// nothing. Asked through URL resource values, not `fstatfs`, which Apple lists among the disk-space
+    /// APIs that need a reason in a privacy manifest (none of its reasons fits).
     private static func overwritesInPlace(_ fd: FileDescriptor, path: String) -> Bool {
         #if canImport(Darwin)
         let url = URL(fileURLWithPath: path)

@@ -526,20 +526,11 @@ final class StorageTests: XCTestCase {
             defer { folder.remove() }
             let buffer = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = .fileStreamCache })
             XCTAssertTrue(buffer.add(log: .test("before")))
-            let cache = buffer.directory.appendingPathComponent("telemetry-buffer/cache").path
-            var status = stat()
-            XCTAssertEqual(stat(cache, &status), 0)
-            // A limit 40 bytes past the file's end: the record's header goes, its payload does not.
-            var previous = rlimit(), limit = rlimit()
-            XCTAssertEqual(getrlimit(Self.fileSizeLimit, &previous), 0)
-            limit.rlim_cur = rlim_t(status.st_size + 40)
-            limit.rlim_max = previous.rlim_max
-            let ignoring = signal(SIGXFSZ, SIG_IGN)
             Failpoint.streamTruncateFails.failNext(failures)
-            XCTAssertEqual(setrlimit(Self.fileSizeLimit, &limit), 0)
-            let torn = buffer.add(log: .test("torn " + String(repeating: "t", count: 200)))
-            XCTAssertEqual(setrlimit(Self.fileSizeLimit, &previous), 0)
-            signal(SIGXFSZ, ignoring)
+            // A limit 40 bytes past the file's end: the record's header goes, its payload does not.
+            let torn = try withFileSizeLimit(cacheSize(buffer) + 40, handler: { _ in }) {
+                buffer.add(log: .test("torn " + String(repeating: "t", count: 200)))
+            }
             XCTAssertFalse(torn, "the torn append is refused")
             eventually { buffer.add(log: .test("after")) }
             buffer.flush()
@@ -559,20 +550,11 @@ final class StorageTests: XCTestCase {
         let buffer = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = .fileStreamCache })
         defer { buffer.close() }
         XCTAssertTrue(buffer.add(log: .test("before")))
-        let cache = buffer.directory.appendingPathComponent("telemetry-buffer/cache").path
-        var status = stat()
-        XCTAssertEqual(stat(cache, &status), 0)
-        var previous = rlimit(), limit = rlimit()
-        XCTAssertEqual(getrlimit(Self.fileSizeLimit, &previous), 0)
-        limit.rlim_cur = rlim_t(status.st_size)
-        limit.rlim_max = previous.rlim_max
         fileSizeSignals = 0
-        let handling = signal(SIGXFSZ) { _ in fileSizeSignals += 1 }
-        XCTAssertEqual(setrlimit(Self.fileSizeLimit, &limit), 0)
-        let refused = (0..<1000).filter { !buffer.add(log: .test("refused \($0)")) }.count
+        let refused = try withFileSizeLimit(cacheSize(buffer), handler: { _ in fileSizeSignals += 1 }) {
+            (0..<1000).filter { !buffer.add(log: .test("refused \($0)")) }.count
+        }
         let signals = fileSizeSignals
-        XCTAssertEqual(setrlimit(Self.fileSizeLimit, &previous), 0)
-        signal(SIGXFSZ, handling)
         XCTAssertEqual(refused, 1000)
         // The add that found no room, and at most a probe or two (once a second) while the others ran.
         XCTAssertLessThanOrEqual(signals, 3, "writes made for refused adds")
@@ -580,6 +562,31 @@ final class StorageTests: XCTestCase {
         buffer.flush()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["before", "after"])
         XCTAssertGreaterThanOrEqual(buffer.stats().drops["internal_sdk_error/log_item"] ?? 0, 1000)
+    }
+
+    /// The size of a FileStreamCache buffer's `cache` file.
+    private func cacheSize(_ buffer: TelemetryBuffer) throws -> Int {
+        var status = stat()
+        XCTAssertEqual(stat(buffer.directory.appendingPathComponent("telemetry-buffer/cache").path, &status), 0)
+        return Int(status.st_size)
+    }
+
+    /// Runs `body` with the process's file size limit (RLIMIT_FSIZE) at `bytes`, so that a write past it
+    /// fails (EFBIG) and raises SIGXFSZ, which `handler` takes (instead of ending the process); then puts
+    /// both back.
+    private func withFileSizeLimit<Result>(_ bytes: Int, handler: @escaping @convention(c) (Int32) -> Void,
+                                           _ body: () -> Result) throws -> Result {
+        var previous = rlimit(), limit = rlimit()
+        XCTAssertEqual(getrlimit(Self.fileSizeLimit, &previous), 0)
+        limit.rlim_cur = rlim_t(bytes)
+        limit.rlim_max = previous.rlim_max
+        let before = signal(SIGXFSZ, handler)
+        XCTAssertEqual(setrlimit(Self.fileSizeLimit, &limit), 0)
+        defer {
+            XCTAssertEqual(setrlimit(Self.fileSizeLimit, &previous), 0)
+            signal(SIGXFSZ, before)
+        }
+        return body()
     }
 
     #if canImport(Glibc)
