@@ -18,9 +18,8 @@ struct AppleCompiledSource {
             let (directive, condition) = Self.directive(trimmed)
             switch directive {
             case "#if", "#ifdef", "#ifndef":
-                var truth = Self.evaluate(condition)
-                if directive == "#ifdef" { truth = Self.evaluate("defined(\(condition))") }
-                if directive == "#ifndef" { truth = Self.evaluate("!defined(\(condition))") }
+                let truth = Self.evaluate(directive == "#if" ? condition
+                    : (directive == "#ifndef" ? "!" : "") + "defined(\(condition))")
                 stack.append((active && truth != false, truth == true, active))
             case "#elseif", "#elif":
                 guard let top = stack.popLast() else { continue }
@@ -145,7 +144,7 @@ private struct ConditionParser {
 
     private static func atom(_ name: String, _ argument: String?) -> Bool? {
         let notApple: Set<String> = ["Linux", "Windows", "Android", "WASI", "FreeBSD", "OpenBSD", "Glibc", "Musl", "WinSDK",
-                                     "Android", "__linux__", "__linux", "linux", "_WIN32", "__ANDROID__", "__FreeBSD__"]
+                                     "__linux__", "__linux", "linux", "_WIN32", "__ANDROID__", "__FreeBSD__"]
         let apple: Set<String> = ["Darwin", "__APPLE__", "macOS", "iOS", "tvOS", "watchOS", "visionOS", "UIKit", "AppKit",
                                   "Foundation", "Dispatch", "Network", "WatchKit", "MetricKit"]
         switch name {
