@@ -110,7 +110,7 @@ final class DataCollectionTests: XCTestCase {
         defer { server.stop() }
         // A run killed mid-way, leaving items in its lists and envelopes on disk.
         let killed = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", server.dsn, "--count", "10000000",
-                                   "--max-envelopes", "100000"], killAfter: 400_000)
+                                   "--max-envelopes", "100000"], killAfter: 200_000)
         XCTAssertEqual(killed.status, -SIGKILL, killed.errors)
         XCTAssertTrue(killed.output.contains("ack "), "the child added items before the kill")
 

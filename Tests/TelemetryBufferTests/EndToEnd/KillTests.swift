@@ -8,10 +8,10 @@ import XCTest
 /// delivered exactly once, whenever the kill lands (during adds, a flush, a move or start-up recovery);
 /// nothing is delivered twice, and nothing that was never added appears. FlushAll keeps items in memory,
 /// so it may lose unacknowledged batches, but never duplicates or invents one.
-/// `TB_KILL_RUNS` sets the randomized runs per strategy (3 by default, 50 in CI), and with it the runs of
+/// `TB_KILL_RUNS` sets the randomized runs per strategy (2 by default, 50 in CI), and with it the runs of
 /// the tests that kill while threads add or around a removal.
 final class KillTests: XCTestCase {
-    private static let runs = tortureCount("TB_KILL_RUNS", quick: 3)
+    private static let runs = tortureCount("TB_KILL_RUNS", quick: 2)
     private static let count = 3000
     private static let crashSafe: [Options.Strategy] = [.doubleRotatingBuffer, .fileStreamCache]
 

@@ -7,12 +7,12 @@ import XCTest
 /// forward; a fresh process recovers. Every acknowledged item must arrive exactly once (FlushAll may lose
 /// what it held in memory on SIGKILL, never duplicate it).
 ///
-/// `TB_CRASH_RUNS` sets the random runs per strategy (4 by default, 30 in CI), and with it the runs of the
+/// `TB_CRASH_RUNS` sets the random runs per strategy (3 by default, 30 in CI), and with it the runs of the
 /// tests that crash while threads add or around a removal; each test starts its round of kinds at a
 /// random one, so that quick runs meet every kind over time. The children run without Swift's backtracer
 /// (CrashTests checks that it still runs after the handler).
 final class CrashTortureTests: XCTestCase {
-    private static let runs = tortureCount("TB_CRASH_RUNS", quick: 4)
+    private static let runs = tortureCount("TB_CRASH_RUNS", quick: 3)
     private static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "bus", "thread", "kill"]
 
     func testCrashesAtRandomMomentsAcrossForwardsDeliverEveryAcknowledgedItemExactlyOnce() throws {
