@@ -1,7 +1,7 @@
 // The crash handler. Everything reachable from `handle` is async-signal-safe: it reads state prepared
 // in advance (lock-free, atomics only), calls only open/write/fsync (F_FULLFSYNC on Apple platforms)/
 // close/rename/unlink (their *at forms on prepared folder descriptors), clock_gettime, nanosleep,
-// sigaction and raise, and allocates nothing.
+// sigaction, pthread_sigmask and raise, and allocates nothing.
 #include "CTelemetrySignals.h"
 
 #if defined(__APPLE__)
