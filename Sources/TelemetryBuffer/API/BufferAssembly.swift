@@ -4,38 +4,78 @@ import Foundation
 
 /// The composition root: builds a buffer's collaborators from its options, in dependency order, so that
 /// `TelemetryBuffer` itself only holds them and runs the public API. Time comes from `options.clock`.
+///
+/// What needs no file is built here; what lives in the DSN's folder is a `FolderParts`, built right after
+/// (or, when the device's protected data is not available yet, at the first unlock).
 struct BufferAssembly: Sendable {
+    let options: Options
     let directory: URL
-    let folder: BufferFolder
     let limits: RateLimits
     let diagnostics: Diagnostics
     let reports: ClientReportRecorder
     let encoder: ItemEncoder
-    let files: FileTransport?
-    /// The transport's outbox behind the gate `removeAllData` and a revocation divert.
-    let outbox: GatedOutbox
     /// The user's consent, as it changes.
     let consent: DataCollectionState
     let batcher: EnvelopeBatcher
+    let queue: DispatchQueue
+    let dsn: DSN
+
+    /// Validates `options` and builds what needs no file.
+    init(_ options: Options) throws {
+        try options.validate()
+        tb_fork_guard_install()
+        self.options = options
+        dsn = try DSN(options.dsn)
+        diagnostics = Diagnostics(handler: options.diagnosticHandler)
+        directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
+        limits = RateLimits(clock: options.clock)
+        reports = ClientReportRecorder()
+        var defaults: Attributes = [
+            "sentry.sdk.name": .string(options.sdkName), "sentry.sdk.version": .string(options.sdkVersion),
+        ]
+        if let environment = options.environment { defaults["sentry.environment"] = .string(environment) }
+        if let release = options.release { defaults["sentry.release"] = .string(release) }
+        // Where the app runs: on logs the OS and the device, on spans the OS (see `DeviceContext`).
+        var logDefaults = defaults, spanDefaults = defaults
+        for attribute in DeviceContext.logAttributes { logDefaults[attribute.key] = attribute.value }
+        for attribute in DeviceContext.spanAttributes { spanDefaults[attribute.key] = attribute.value }
+        encoder = ItemEncoder(logDefaults: logDefaults, spanDefaults: spanDefaults)
+        consent = DataCollectionState(options.dataCollection)
+        let envelopes = EnvelopeEncoder(
+            dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
+            sampling: .init(publicKey: dsn.publicKey, sampleRate: options.tracesSampleRate,
+                            release: options.release, environment: options.environment,
+                            organizationID: dsn.organizationID))
+        batcher = EnvelopeBatcher(
+            encoder: envelopes, reports: reports, diagnostics: diagnostics,
+            maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch, maxBytes: options.maxBatchBytes)
+        queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
+    }
+}
+
+/// What a buffer keeps in the DSN's folder: the folder (locked to it), the transport, the strategy, the
+/// crash registration and the uploader.
+struct FolderParts: Sendable {
+    let folder: BufferFolder
+    let files: FileTransport?
+    /// The transport's outbox behind the gate `removeAllData` and a revocation divert.
+    let outbox: GatedOutbox
     let strategy: any BufferStrategy
     let crash: CrashRegistration?
-    let queue: DispatchQueue
-    let scheduler: FlushScheduler
     let uploader: Uploader?
     /// Reports the network to the uploader (`nil` without an uploader, or where the system reports nothing).
     let network: (any NetworkMonitor)?
     /// Whether start-up claimed files of earlier processes (or found staged envelopes) for recovery.
     let claimed: Bool
+    private let assembly: BufferAssembly
 
-    /// Validates `options`, creates and locks the DSN's folder, claims what earlier processes left and
-    /// creates the strategy, the crash registration, the queue, the scheduler and the uploader.
-    init(_ options: Options) throws {
-        try options.validate()
-        tb_fork_guard_install()
-        let dsn = try DSN(options.dsn)
-        diagnostics = Diagnostics(handler: options.diagnosticHandler)
+    /// Creates and locks the DSN's folder (keeping `lock` if one was taken before), claims what earlier
+    /// processes left and creates the transport, the strategy, the crash registration and the uploader.
+    /// A failure leaves the folder unlocked, or locked by `lock`.
+    init(_ assembly: BufferAssembly, lock: FolderLock? = nil) throws {
+        self.assembly = assembly
+        let (options, diagnostics, directory) = (assembly.options, assembly.diagnostics, assembly.directory)
         try FileSystem.makeDirectory(options.cacheDirectory)
-        directory = options.cacheDirectory.appendingPathComponent(SHA1.hex(dsn.string.utf8), isDirectory: true)
         let buffers = directory.appendingPathComponent(BufferFolder.name, isDirectory: true)
         let stored = directory.appendingPathComponent("envelopes", isDirectory: true)
         // Each folder gets its protection class before anything is created in it (the lock file first),
@@ -49,7 +89,7 @@ struct BufferAssembly: Sendable {
         }
         // A buffer on this DSN that was released without `close()` holds the folder until its final forward.
         LiveBuffers.awaitReleases(of: directory.path)
-        folder = try BufferFolder(path: buffers.path)
+        folder = try BufferFolder(path: buffers.path, lock: lock)
         // The lock file holds nothing: no protection, so that a start while the device is locked can open it
         // whatever class the other files have (with `.complete`, such a start failed on it).
         for name in (try? folder.names()) ?? [] where folder.isOurs(name) {
@@ -59,59 +99,64 @@ struct BufferAssembly: Sendable {
             Self.protect(stored.appendingPathComponent(name), options, diagnostics)
         }
 
-        limits = RateLimits(clock: options.clock)
-        reports = ClientReportRecorder()
-        var defaults: Attributes = [
-            "sentry.sdk.name": .string(options.sdkName), "sentry.sdk.version": .string(options.sdkVersion),
-        ]
-        if let environment = options.environment { defaults["sentry.environment"] = .string(environment) }
-        if let release = options.release { defaults["sentry.release"] = .string(release) }
-        // Where the app runs: on logs the OS and the device, on spans the OS (see `DeviceContext`).
-        var logDefaults = defaults, spanDefaults = defaults
-        for attribute in DeviceContext.logAttributes { logDefaults[attribute.key] = attribute.value }
-        for attribute in DeviceContext.spanAttributes { spanDefaults[attribute.key] = attribute.value }
-        encoder = ItemEncoder(logDefaults: logDefaults, spanDefaults: spanDefaults)
-
-        consent = DataCollectionState(options.dataCollection)
         if let custom = options.transport {
-            (files, outbox) = (nil, GatedOutbox(ForwardingOutbox(transport: custom), consent: consent))
+            (files, outbox) = (nil, GatedOutbox(ForwardingOutbox(transport: custom), consent: assembly.consent))
         } else {
             let transport = try FileTransport(
                 directory: stored,
                 maxEnvelopes: options.maxCachedEnvelopes, maxBytes: options.maxCacheBytes, maxAge: options.maxEnvelopeAge,
-                reports: reports, diagnostics: diagnostics)
-            (files, outbox) = (transport, GatedOutbox(transport, consent: consent))
+                reports: assembly.reports, diagnostics: diagnostics)
+            (files, outbox) = (transport, GatedOutbox(transport, consent: assembly.consent))
         }
-        let envelopes = EnvelopeEncoder(
-            dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
-            sampling: .init(publicKey: dsn.publicKey, sampleRate: options.tracesSampleRate,
-                            release: options.release, environment: options.environment,
-                            organizationID: dsn.organizationID))
-        batcher = EnvelopeBatcher(
-            encoder: envelopes, reports: reports, diagnostics: diagnostics,
-            maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch, maxBytes: options.maxBatchBytes)
         claimed = try Recovery.claim(folder: folder)
-        strategy = try Self.makeStrategy(options, folder: folder, batcher: batcher, outbox: outbox)
+        // Tests stand in for a device whose protected data is not available yet, after the claims.
+        guard options.protectedDataAvailable() else { throw ProtectedDataUnavailable(path: directory.path) }
+        strategy = try Self.makeStrategy(options, folder: folder, batcher: assembly.batcher, outbox: outbox)
         if options.crashDetection, let plan = strategy.crashPlan {
             crash = try CrashRegistration(plan, handleSIGTERM: options.handleSIGTERM)
         } else {
             crash = nil
         }
-
-        queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
-        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
         if options.upload, let files {
             uploader = Uploader(
                 files: files,
                 client: options.httpClient ?? URLSessionHTTPClient(timeout: options.uploadOptions.requestTimeout,
                                                                    unmeteredOnly: options.uploadPolicy == .unmeteredOnly),
                 options: options.uploadOptions,
-                dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion, limits: limits, reports: reports,
-                diagnostics: diagnostics, clock: options.clock)
+                dsn: assembly.dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion, limits: assembly.limits,
+                reports: assembly.reports, diagnostics: diagnostics, clock: options.clock)
+            // Until the consent is read (`startUploads`), nothing starts.
+            uploader?.hold(.consent, true)
         } else {
             uploader = nil
         }
         network = uploader == nil ? nil : options.networkMonitor ?? NetworkMonitors.system()
+    }
+
+    /// Lets the uploader go: holds it while the consent (read now) or a metered network says so, wakes it
+    /// when envelopes are stored and the network comes back, and tells `onStop` when the server refuses
+    /// the DSN for good. Call once the parts can be found by `setDataCollection` (a change made after
+    /// that reaches the uploader itself).
+    func startUploads(onStop: @escaping @Sendable (UploadStop) -> Void) {
+        guard let uploader else { return }
+        let unmeteredOnly = assembly.options.uploadPolicy == .unmeteredOnly
+        // Until the network's first report says otherwise, a metered one is assumed.
+        if unmeteredOnly, network != nil { uploader.hold(.meteredNetwork, true) }
+        assembly.consent.ifCurrent(.granted) { uploader.hold(.consent, false) }
+        uploader.onStop(onStop)
+        files?.onStore { [weak uploader] in uploader?.kick() }
+        uploader.kick()
+        // A network that comes back ends a backoff at once (not every change of a working one: that
+        // would keep a failing server from its cool-off); a metered one holds uploads if the policy says so.
+        let wasSatisfied = Locked(true)
+        network?.start { [weak uploader] path in
+            uploader?.hold(.meteredNetwork, unmeteredOnly && path.isMetered)
+            let cameBack = wasSatisfied.withLock { was in
+                defer { was = path.isSatisfied }
+                return !was && path.isSatisfied
+            }
+            if cameBack { uploader?.resume() }
+        }
     }
 
     /// Gives `item` the options' protection class, or `protection`; a failure is a diagnostic (the item
@@ -123,10 +168,11 @@ struct BufferAssembly: Sendable {
         }
     }
 
-    /// Background queue, first task: dates this process's publications, then runs start-up recovery (on
-    /// failure the claimed files stay for the next start). The caller then moves what it staged.
+    /// Background queue, before any forward of this process: dates its publications, then runs start-up
+    /// recovery (on failure the claimed files stay for the next start). The caller then moves what it staged.
     func recover(into report: Locked<RecoveryReport>) {
-        dispatchPrecondition(condition: .onQueue(queue))
+        let (diagnostics, batcher) = (assembly.diagnostics, assembly.batcher)
+        dispatchPrecondition(condition: .onQueue(assembly.queue))
         // Before any forward of this process, which may leave publications recovery must date. If it
         // fails, an older `boot` (or none) dates them: they are then trusted less, never more.
         do { try folder.recordBoot() } catch { diagnostics.log(.error, "could not record the boot: \(error)") }

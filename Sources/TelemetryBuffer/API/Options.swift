@@ -122,6 +122,9 @@ extension TelemetryBuffer {
         /// Gives a folder or file its protection class (internal: tests watch the calls, which do nothing
         /// off Apple platforms).
         var protector: @Sendable (URL, FileProtection) throws -> Void = { try FileSystem.protect($0, $1) }
+        /// Whether the device's protected data is available (internal: tests stand in for a device not
+        /// unlocked since it started; on the device, the file system's refusal says so).
+        var protectedDataAvailable: @Sendable () -> Bool = { true }
 
         /// Options with every default and the given DSN.
         public init(dsn: String) { self.dsn = dsn }

@@ -24,30 +24,36 @@ public final class TelemetryBuffer: Sendable {
     public let directory: URL
     /// What start-up recovery found and published. Recovery runs on the background queue (creating the
     /// buffer only claims the old files), so this waits for it to finish.
+    /// A buffer created before the device's first unlock recovers once it opens its folder: until then
+    /// this returns at once, with nothing found.
     public var recovery: RecoveryReport {
-        recovering.wait()
+        if held?.started != nil || held == nil { recovering.wait() }
         return recovered.withLock { $0 }
     }
     /// The folder the default `FileTransport` stores envelopes in: `<directory>/envelopes`.
     public var envelopesDirectory: URL { directory.appendingPathComponent("envelopes", isDirectory: true) }
 
     private let encoder: ItemEncoder
+    /// The folder's strategy, or, for a buffer created before the device's first unlock, the one that
+    /// holds items in memory until the folder opens (`held`), then passes them on.
     private let strategy: any BufferStrategy
     private let reports: ClientReportRecorder
     private let diagnostics: Diagnostics
     private let queue: DispatchQueue
     private let scheduler: FlushScheduler
-    private let folder: BufferFolder
+    /// What lives in the folder: built by `init`, or by the first forward after the unlock (then set
+    /// once, on the queue, and never changed).
+    private let parts: Locked<FolderParts?>
+    /// The strategy while the folder waits for the device's first unlock; `nil` when it opened at once.
+    private let held: HeldUntilUnlock?
     /// The strategy in use: `options.strategy`, except where a store into a mapped list may ask the file
     /// system for new space (on Linux, any file system but ext2/3/4, XFS and tmpfs: btrfs, ZFS, F2FS,
     /// overlayfs…): a full disk would raise SIGBUS in `add`, a nearly full btrfs stall it. There
     /// `doubleRotatingBuffer` runs as `fileStreamCache`, whose appends are writes that fail cleanly (a
-    /// warning diagnostic says so).
-    public let activeStrategy: Options.Strategy
-    private let crash: CrashRegistration?
-    private let uploader: Uploader?
-    private let network: (any NetworkMonitor)?
-    private let files: FileTransport?
+    /// warning diagnostic says so). Before the first unlock, `options.strategy`.
+    public var activeStrategy: Options.Strategy {
+        opened?.strategy is FileStreamCache ? .fileStreamCache : options.strategy
+    }
     /// Rate limits, and the server's refusal of the DSN (401, 403, 404), checked by every add.
     private let limits: RateLimits
     /// Left once start-up recovery is done; `recovered` holds its report.
@@ -60,8 +66,6 @@ public final class TelemetryBuffer: Sendable {
     private let scope: Scope
     /// The user's consent: `add` reads it, changes hold the uploader or remove what is stored.
     private let consent: DataCollectionState
-    /// Where the strategy's envelopes go; `removeAllData` diverts them.
-    private let outbox: GatedOutbox
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
     /// Creates a buffer, its folders and its transport, and starts recovering what an earlier process left.
@@ -75,89 +79,126 @@ public final class TelemetryBuffer: Sendable {
     /// - Parameter options: What the buffer sends where, and how it keeps it; validated here.
     /// - Throws: `TelemetryBufferError` for an invalid DSN, an option out of range, an unusable cache
     ///   directory, a buffer folder already in use by another buffer, or a file that cannot be created
-    ///   (a full disk fails here, never later).
+    ///   (a full disk fails here, never later). Not while the device's protected data is unavailable
+    ///   (an iPhone not unlocked since it restarted): the buffer then holds items in memory (one batch's
+    ///   worth) and opens its folder at the first forward after the unlock. See <doc:ApplePlatforms>.
     public init(options: Options) throws {
-        let parts = try BufferAssembly(options)
+        let assembly = try BufferAssembly(options)
         self.options = options
-        directory = parts.directory
-        folder = parts.folder
-        limits = parts.limits
-        diagnostics = parts.diagnostics
-        reports = parts.reports
-        encoder = parts.encoder
-        files = parts.files
-        strategy = parts.strategy
-        activeStrategy = parts.strategy is FileStreamCache ? .fileStreamCache : options.strategy
+        directory = assembly.directory
+        limits = assembly.limits
+        diagnostics = assembly.diagnostics
+        reports = assembly.reports
+        encoder = assembly.encoder
         maxPayloadBytes = options.maxBatchBytes - RecordFraming.recordHeaderSize
         minimumLogSeverity = options.minimumLogLevel.severityNumber
-        scope = Scope(encoder: parts.encoder, sendsUser: options.sendDefaultPii)
-        consent = parts.consent
-        outbox = parts.outbox
-        crash = parts.crash
-        queue = parts.queue
-        scheduler = parts.scheduler
-        uploader = parts.uploader
-        network = parts.network
+        scope = Scope(encoder: assembly.encoder, sendsUser: options.sendDefaultPii)
+        consent = assembly.consent
+        queue = assembly.queue
+        let opened: FolderParts?
+        do {
+            opened = try FolderParts(assembly)
+        } catch where ProtectedDataUnavailable.isCause(of: error, protection: options.fileProtection) {
+            assembly.diagnostics.log(.warning, "\(error): items wait in memory until then")
+            opened = nil
+        }
+        // Waiting: the folder's lock (its file has no protection class) is kept if it can be taken, so that
+        // a second buffer on the DSN still fails at once.
+        var lock: FolderLock?
+        if opened == nil {
+            do {
+                lock = try FolderLock(folder: assembly.directory.appendingPathComponent(BufferFolder.name).path)
+            } catch let error as TelemetryBufferError {
+                if case .folderInUse = error { throw error }
+            }
+        }
+        parts = Locked(opened)
+        held = opened == nil ? HeldUntilUnlock(maxBatchBytes: options.maxBatchBytes, reports: assembly.reports) : nil
+        strategy = opened?.strategy ?? held!
+        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
 
         queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
         LiveBuffers.register(self)
-        // Items are accepted from now on. Recovery comes first on the queue, so what earlier processes
-        // left is published before anything of this one.
-        recovering.enter()
-        queue.async { [recovering, recovered] in
-            parts.recover(into: recovered)
-            // Before the hand-over: a transport's `send` may read `recovery`.
-            recovering.leave()
-            parts.outbox.takeStaged(from: parts.folder, diagnostics: parts.diagnostics)
-        }
-        if let uploader {
-            // Before anything can start a request (recovery, on the queue, may store envelopes already).
-            let unmeteredOnly = options.uploadPolicy == .unmeteredOnly
-            if options.dataCollection != .granted { uploader.hold(.consent, true) }
-            // Until the network's first report says otherwise, a metered one is assumed.
-            if unmeteredOnly, network != nil { uploader.hold(.meteredNetwork, true) }
-            uploader.onStop { [weak self] in self?.serverStopped($0) }
-            files?.onStore { [weak uploader] in uploader?.kick() }
-            uploader.kick()
-            // A network that comes back ends a backoff at once (not every change of a working one: that
-            // would keep a failing server from its cool-off); a metered one holds uploads if the policy says so.
-            let wasSatisfied = Locked(true)
-            network?.start { [weak uploader] path in
-                uploader?.hold(.meteredNetwork, unmeteredOnly && path.isMetered)
-                let cameBack = wasSatisfied.withLock { was in
-                    defer { was = path.isSatisfied }
-                    return !was && path.isSatisfied
-                }
-                if cameBack { uploader?.resume() }
-            }
-        }
-        // After recovery, which published what earlier processes left: that goes too. The buffer is kept
-        // for it even if the app releases it at once.
-        if options.dataCollection == .revoked {
-            uploader?.hold(.dataRemoval, true)
-            queue.async { [self] in
-                removeStoredDataReportingFailure()
-                uploader?.hold(.dataRemoval, false)
+        // Items are accepted from now on.
+        if let opened {
+            begin(opened)
+        } else {
+            held?.opens(keeping: lock) { [weak self] lock in
+                guard let self else { throw TelemetryBufferError.closed(path: assembly.directory.path) }
+                return try openFolder(assembly, lock: lock)
             }
         }
     }
 
+    /// Background queue, for a buffer created before the unlock: builds the folder's parts and begins
+    /// with them; throws (reporting why) while they cannot be built.
+    private func openFolder(_ assembly: BufferAssembly, lock: FolderLock?) throws -> any BufferStrategy {
+        do {
+            let opened = try FolderParts(assembly, lock: lock)
+            parts.withLock { $0 = opened }
+            begin(opened)
+            return opened.strategy
+        } catch {
+            let waiting = ProtectedDataUnavailable.isCause(of: error, protection: options.fileProtection)
+            diagnostics.log(waiting ? .info : .error, "the buffer's folder cannot be opened yet, items wait in memory: \(error)")
+            throw error
+        }
+    }
+
+    /// Starts the work of a folder just opened: recovery first on the queue (at once when already on it),
+    /// so that what earlier processes left is published before anything of this one; then uploads, and a
+    /// removal owed (a revocation, or one asked for while the folder could not be reached).
+    private func begin(_ opened: FolderParts) {
+        recovering.enter()
+        let recover: @Sendable () -> Void = { [recovering, recovered, diagnostics] in
+            opened.recover(into: recovered)
+            // Before the hand-over: a transport's `send` may read `recovery`.
+            recovering.leave()
+            opened.outbox.takeStaged(from: opened.folder, diagnostics: diagnostics)
+        }
+        if isOnQueue { recover() } else { queue.async(execute: recover) }
+        // After recovery, which published what earlier processes left: that goes too. The buffer is kept
+        // for it even if the app releases it at once. Held before uploads start.
+        let removes = held?.takeOwedRemoval() == true || consent.current == .revoked
+        if removes, isOnQueue {
+            // The takeover: now, before the held items (added after the removal was asked for) move in.
+            do { try removeStoredData(in: opened, strategy: opened.strategy) } catch {
+                diagnostics.log(.error, "could not remove everything stored: \(error)")
+            }
+        }
+        let queuesRemoval = removes && !isOnQueue
+        if queuesRemoval { opened.uploader?.hold(.dataRemoval, true) }
+        // Before anything can start a request (recovery, on the queue, may store envelopes already).
+        opened.startUploads { [weak self] in self?.serverStopped($0) }
+        if queuesRemoval {
+            queue.async { [self] in
+                removeStoredDataReportingFailure()
+                opened.uploader?.hold(.dataRemoval, false)
+            }
+        }
+    }
+
+    /// What lives in the folder, once it is open.
+    private var opened: FolderParts? { parts.withLock { $0 } }
+
     deinit {
-        network?.cancel()
+        let opened = opened
+        opened?.network?.cancel()
         scheduler.cancel()
         // Its pending wake-ups would keep the uploader working for a buffer that is gone.
-        uploader?.stop()
+        opened?.uploader?.stop()
         // Items the app added but never flushed: forward them, keeping the strategy (and its crash
-        // registration, which points into it) alive for it.
-        LiveBuffers.release(ObjectIdentifier(self), directory: directory.path, finalForward: { [strategy, crash, folder] in
+        // registration, which points into it) alive for it. A buffer still waiting for the unlock cannot
+        // open its folder any more: what it holds is counted as lost.
+        LiveBuffers.release(ObjectIdentifier(self), directory: directory.path, finalForward: { [strategy, opened] in
             // After `close()` (the folder is released) there is nothing left to forward, and the folder
             // may be a new buffer's already.
-            guard !Self.isForkedChild, !folder.isReleased else { return }
+            guard !Self.isForkedChild, opened?.folder.isReleased != true else { return }
             strategy.close()
-            crash?.unregister()
+            opened?.crash?.unregister()
             strategy.countUnstored()
             // Now, not when the last reference goes: a new buffer on this DSN is waiting for the folder.
-            folder.release()
+            opened?.folder.release()
         }, on: queue)
     }
 
@@ -314,6 +355,8 @@ public final class TelemetryBuffer: Sendable {
     public func setDataCollection(_ value: DataCollection) {
         guard !Self.isForkedChild else { return }
         consent.set(value) { previous in
+            // Before the folder opens there is no uploader: it reads the consent when it starts.
+            let uploader = opened?.uploader
             if value != .granted { uploader?.hold(.consent, true) }
             if value == .revoked {
                 // Held until the removal is done, whatever a grant queued before it releases.
@@ -326,7 +369,7 @@ public final class TelemetryBuffer: Sendable {
             if value == .granted, previous != .granted {
                 // Queued behind any removal; a change made meanwhile wins.
                 queue.async { [self] in
-                    consent.ifCurrent(.granted) { uploader?.hold(.consent, false) }
+                    consent.ifCurrent(.granted) { opened?.uploader?.hold(.consent, false) }
                 }
             }
         }
@@ -348,8 +391,13 @@ public final class TelemetryBuffer: Sendable {
     /// - Throws: `TelemetryBufferError.closed` after `close()`; `.fileSystem` if a file could not be
     ///   removed or synced, or items could not be forwarded (the diagnostics say why): what it names may
     ///   remain. Every step runs even after one fails.
+    ///
+    /// Before the device's first unlock it drops what the buffer holds in memory and throws
+    /// `.fileSystem` with `EPERM`: the folder cannot be reached yet; what it stores is removed once it
+    /// opens, before any upload.
     public func removeAllData() throws {
         guard !Self.isForkedChild else { return }
+        let uploader = opened?.uploader
         uploader?.hold(.dataRemoval, true)
         if isOnQueue {
             return queue.async { [self] in
@@ -369,7 +417,7 @@ public final class TelemetryBuffer: Sendable {
     /// once the buffer is closed.
     private func removeStoredDataReportingFailure() {
         do {
-            guard !folder.isReleased else { return }
+            guard opened?.folder.isReleased != true, held?.isClosed != true else { return }
             try removeStoredData()
         } catch {
             diagnostics.log(.error, "could not remove everything stored: \(error)")
@@ -380,7 +428,24 @@ public final class TelemetryBuffer: Sendable {
     /// strategy's files and removes leftovers; every step runs, and the first failure is thrown.
     private func removeStoredData() throws {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !folder.isReleased else { throw TelemetryBufferError.closed(path: directory.path) }
+        if let held, opened == nil {
+            guard !held.isClosed else { throw TelemetryBufferError.closed(path: directory.path) }
+            // Owed before the takeover, which then removes what the folder holds before uploads start.
+            held.oweRemoval()
+            held.takeOver()
+        }
+        guard let opened else {
+            // Still waiting for the unlock: what is held goes now, the folder's contents once it opens.
+            held?.discardHeld()
+            throw TelemetryBufferError.fileSystem(operation: "open", path: directory.path, errno: EPERM)
+        }
+        guard !opened.folder.isReleased else { throw TelemetryBufferError.closed(path: directory.path) }
+        try removeStoredData(in: opened, strategy: strategy)
+    }
+
+    /// Forwards what `strategy` holds into nothing, then removes what `opened`'s folder stores.
+    private func removeStoredData(in opened: FolderParts, strategy: any BufferStrategy) throws {
+        let (folder, files, outbox) = (opened.folder, opened.files, opened.outbox)
         var failure: (any Error)?
         func step(_ body: () throws -> Void) {
             do { try body() } catch { failure = failure ?? error }
@@ -409,7 +474,7 @@ public final class TelemetryBuffer: Sendable {
     /// from 1 again. A rate limit from the server is waited out all the same, and holds (consent, a
     /// metered network) stay.
     public func resumeUploads() {
-        uploader?.resume()
+        opened?.uploader?.resume()
     }
 
     /// Forwards everything buffered to the transport and returns once it is stored (durable on disk with
@@ -479,17 +544,21 @@ public final class TelemetryBuffer: Sendable {
     /// diagnostics. Calling it again does nothing more.
     public func close() {
         guard !Self.isForkedChild else { return }
+        // A buffer waiting for the unlock tries once more, so that what it holds is stored; no takeover
+        // comes after this one, so the parts read next are the last.
+        if let held { onQueue { held.takeOver(); held.seal() } }
+        let opened = opened
         // First, so that no request starts for a folder this buffer is about to give up.
-        network?.cancel()
-        uploader?.close()
+        opened?.network?.cancel()
+        opened?.uploader?.close()
         onQueue {
             // Closed before: the folder may be a new buffer's by now.
-            guard !folder.isReleased else { return }
+            guard opened?.folder.isReleased != true, held?.isClosed != true else { return }
             strategy.close()
-            crash?.unregister()
+            opened?.crash?.unregister()
             strategy.countUnstored()
             scheduler.close()
-            folder.release()
+            opened?.folder.release()
         }
         Diagnostics.drain()
     }
@@ -497,7 +566,8 @@ public final class TelemetryBuffer: Sendable {
     /// The server refused the DSN for good: refuse later items; for an invalid key also drop what is stored.
     private func serverStopped(_ reason: UploadStop) {
         limits.refuseAll()
-        guard case .invalidKey = reason else { return }
+        guard case .invalidKey = reason, let opened else { return }
+        let (files, folder) = (opened.files, opened.folder)
         queue.async { [self] in
             strategy.close()
             scheduler.close()
@@ -512,6 +582,7 @@ public final class TelemetryBuffer: Sendable {
     /// drop since start by reason and category, and the upload state. It reads the envelope folder on the
     /// calling thread: call it for diagnostics, not on a hot path.
     public func stats() -> QueueStats {
+        let (files, uploader) = (opened?.files, opened?.uploader)
         let (stored, oldest) = files?.summary() ?? ([:], nil)
         let drops = (reports.totals()?.entries ?? []).reduce(into: [String: Int]()) {
             $0["\($1.reason.rawValue)/\($1.category.rawValue)"] = $1.quantity
@@ -532,6 +603,13 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
+    /// The device's protected data became available (its first unlock): a buffer created before it opens
+    /// its folder now, without blocking the caller.
+    func protectedDataBecameAvailable() {
+        guard let held, held.started == nil, !Self.isForkedChild else { return }
+        queue.async { [scheduler] in scheduler.forwardEverything() }
+    }
+
     /// Memory pressure: forwards everything, then gives the memory the strategy holds unused back; without
     /// blocking and without stopping the timer.
     func relieveMemoryPressure() {
@@ -548,7 +626,7 @@ public final class TelemetryBuffer: Sendable {
     func waitForBackgroundWork() {
         scheduler.deliverRung()
         onQueue {}
-        uploader?.waitForQueuedWork()
+        opened?.uploader?.waitForQueuedWork()
     }
 
     /// Runs `body` on the background queue and waits for it (inline when already there). In the child of
@@ -579,4 +657,7 @@ public final class TelemetryBuffer: Sendable {
 
     /// Counts of items dropped so far by reason and category, not yet sent in a client report.
     var pendingDiscards: ClientReport? { reports.peek() }
+
+    /// Where drops are counted, which outlives the buffer until its final forward has run.
+    var discards: ClientReportRecorder { reports }
 }

@@ -2,7 +2,8 @@ import Foundation
 
 /// Every live buffer of the process, so that a graceful exit (`exit()`, or returning from `main`, and on
 /// macOS an app's termination) forwards what they hold, and on iOS, tvOS, visionOS and watchOS going to the
-/// background does (an app's, an app extension's host's).
+/// background does (an app's, an app extension's host's), and the first unlock opens the folders of
+/// buffers created before it.
 enum LiveBuffers {
     private final class WeakBuffer: @unchecked Sendable {
         weak var buffer: TelemetryBuffer?
@@ -30,6 +31,15 @@ enum LiveBuffers {
         Notification.Name("UIApplicationDidEnterBackgroundNotification"), .NSExtensionHostDidEnterBackground,
         Notification.Name("WKApplicationDidEnterBackgroundNotification"),
     ]
+
+    /// What says protected data may be available now, for buffers created before the device's first
+    /// unlock: UIKit's notification of it, and an app (a UIKit one, a watchOS one) becoming active, which
+    /// takes an unlocked device.
+    private static let unlockNotifications = [
+        Notification.Name("UIApplicationProtectedDataDidBecomeAvailable"),
+        Notification.Name("UIApplicationDidBecomeActiveNotification"),
+        Notification.Name("WKApplicationDidBecomeActiveNotification"),
+    ]
     #endif
 
     #if canImport(Darwin)
@@ -54,6 +64,11 @@ enum LiveBuffers {
                     guard !expired else { return }
                     LiveBuffers.flushEach(within: LiveBuffers.backgroundTimeout)
                 }
+            }
+        }
+        for name in unlockNotifications {
+            _ = NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { _ in
+                LiveBuffers.each { $0.protectedDataBecameAvailable() }
             }
         }
         #elseif os(macOS)

@@ -24,10 +24,10 @@ final class BufferFolder: @unchecked Sendable {
     static let name = "telemetry-buffer"
     private static let temporarySuffix = ".tmp"
 
-    /// Opens (creating) the folder and takes its lock, or throws `folderInUse`.
-    init(path: String) throws {
+    /// Opens (creating) the folder and takes its lock (or keeps `lock`, taken before), or throws `folderInUse`.
+    init(path: String, lock: FolderLock? = nil) throws {
         try FileSystem.makeDirectory(URL(fileURLWithPath: path, isDirectory: true))
-        lock = try FolderLock(folder: path)
+        self.lock = try lock ?? FolderLock(folder: path)
         self.path = path
         fd = try FileSystem.openDirectory(URL(fileURLWithPath: path, isDirectory: true))
         nextEnvelope = 0

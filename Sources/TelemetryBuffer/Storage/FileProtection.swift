@@ -52,3 +52,31 @@ extension FileSystem {
         #endif
     }
 }
+
+/// The buffer's folder cannot be opened because the device's protected data is not available: it has not
+/// been unlocked since it started (or, with `.complete` and `.completeUnlessOpen`, it is locked).
+struct ProtectedDataUnavailable: Error, CustomStringConvertible {
+    let path: String
+    var description: String { "the files in '\(path)' cannot be opened until the device is unlocked" }
+
+    /// Whether `error`, thrown while opening the folder's files, says protected data is unavailable:
+    /// where data protection applies, a refusal (`EPERM`, `EACCES`) of files given a class. Elsewhere
+    /// only this error itself (tests) says so, so that a folder without permissions still fails at once.
+    static func isCause(of error: any Error, protection: FileProtection) -> Bool {
+        if error is ProtectedDataUnavailable { return true }
+        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+        guard protection != .none else { return false }
+        switch error {
+        case TelemetryBufferError.fileSystem(_, _, let code):
+            return code == EPERM || code == EACCES
+        case let error as CocoaError:
+            return error.code == .fileReadNoPermission || error.code == .fileWriteNoPermission
+        default:
+            let error = error as NSError
+            return error.domain == NSPOSIXErrorDomain && (error.code == Int(EPERM) || error.code == Int(EACCES))
+        }
+        #else
+        return false
+        #endif
+    }
+}
