@@ -17,7 +17,7 @@ struct Arguments {
                telemetry-demo upload  --dir D --dsn DSN [--timeout S]
                telemetry-demo crash   --kind K [--dir D] [--strategy S] [--after N] [--spans]
                                       [--previous-handler] [--second-dsn DSN] [--sigterm] [--linger-us N]
-                                      [--when-held] [--survive-first] [--fork-child] [--previous-closes]
+                                      [--when-held] [--survive-first [--then-pace-us N]] [--fork-child] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
                                       [--helpers H] [--crash-while-crashing] [--survive-then-register]
                                       [--reporter before|after]

@@ -18,7 +18,10 @@ import Musl
 /// With `--survive-then-register` and `--second-dsn`, after N items an abort is survived (a previous
 /// handler returns), the second DSN's buffer is made then, and N more items go to it alone. With
 /// `--reporter before|after`, a `StandInReporter` is installed before or after the buffer and catches the
-/// crash first.
+/// crash first. With `--survive-first`, a SIGSEGV sent to the process is survived after N items (a previous
+/// handler returns) and a flush follows; with `--then-pace-us P` as well, an abort is survived instead
+/// (which `abort()` would raise again, so its handler is settled only a second later), no flush follows,
+/// and the N items after it are added P µs apart, past that second.
 enum Crash {
     static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "sent-segv", "kill",
                         "term"]
@@ -54,6 +57,7 @@ enum Crash {
         let survive = arguments.flag("survive-first")
         let removeAt = try arguments.integer("remove-at", default: -1)
         let linger = useconds_t(try arguments.integer("linger-us", default: 0))
+        let pace = try arguments.integer("then-pace-us", default: -1)
         let items = 0..<count * (survive || registersLate ? 2 : 1)
         // Without a removal to die in, `--during-removal` dies the usual way.
         let diesDuringRemoval = arguments.flag("during-removal") && items.contains(removeAt)
@@ -78,9 +82,14 @@ enum Crash {
             if survive, seq == count {
                 // A crash signal the process survives (the previous handler returns the first time), then a
                 // forward: what the handler wrote must not publish these items a second time.
-                pthread_kill(pthread_self(), SIGSEGV)
-                buffers.forEach { $0.flush() }
+                if pace < 0 {
+                    pthread_kill(pthread_self(), SIGSEGV)
+                    buffers.forEach { $0.flush() }
+                } else {
+                    raise(SIGABRT)
+                }
             }
+            if survive, seq >= count, pace > 0 { usleep(useconds_t(pace)) }
             if registersLate, let second, seq == count {
                 // A crash signal the process survives and the handler does not settle at once (an abort,
                 // which `abort()` raises again), then a buffer made before it is settled: the next crash

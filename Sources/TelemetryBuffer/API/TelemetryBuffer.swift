@@ -106,6 +106,8 @@ public final class TelemetryBuffer: Sendable {
         // a second buffer on the DSN still fails at once.
         var lock: FolderLock?
         if opened == nil {
+            // A buffer on the DSN released without `close()` holds it until its final forward.
+            LiveBuffers.awaitReleases(of: assembly.directory.path)
             do {
                 lock = try FolderLock(folder: assembly.directory.appendingPathComponent(BufferFolder.name).path)
             } catch let error as TelemetryBufferError {
@@ -118,7 +120,6 @@ public final class TelemetryBuffer: Sendable {
         scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
 
         queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
-        LiveBuffers.register(self)
         // Items are accepted from now on.
         if let opened {
             begin(opened)
@@ -128,6 +129,8 @@ public final class TelemetryBuffer: Sendable {
                 return try openFolder(assembly, lock: lock)
             }
         }
+        // After `opens`: an unlock notified from now on finds the way to open the folder.
+        LiveBuffers.register(self)
     }
 
     /// Background queue, for a buffer created before the unlock: builds the folder's parts and begins
@@ -150,17 +153,24 @@ public final class TelemetryBuffer: Sendable {
     /// removal owed (a revocation, or one asked for while the folder could not be reached).
     private func begin(_ opened: FolderParts) {
         recovering.enter()
+        let removes = held?.takeOwedRemoval() == true || consent.current == .revoked
+        // The takeover (on the queue) removes at once what recovery publishes: not even a custom transport
+        // gets it.
+        let removesNow = removes && isOnQueue
         let recover: @Sendable () -> Void = { [recovering, recovered, diagnostics] in
             opened.recover(into: recovered)
             // Before the hand-over: a transport's `send` may read `recovery`.
             recovering.leave()
-            opened.outbox.takeStaged(from: opened.folder, diagnostics: diagnostics)
+            if removesNow {
+                opened.outbox.discarding { opened.outbox.takeStaged(from: opened.folder, diagnostics: diagnostics) }
+            } else {
+                opened.outbox.takeStaged(from: opened.folder, diagnostics: diagnostics)
+            }
         }
         if isOnQueue { recover() } else { queue.async(execute: recover) }
         // After recovery, which published what earlier processes left: that goes too. The buffer is kept
         // for it even if the app releases it at once. Held before uploads start.
-        let removes = held?.takeOwedRemoval() == true || consent.current == .revoked
-        if removes, isOnQueue {
+        if removesNow {
             // The takeover: now, before the held items (added after the removal was asked for) move in.
             do { try removeStoredData(in: opened, strategy: opened.strategy) } catch {
                 diagnostics.log(.error, "could not remove everything stored: \(error)")
@@ -208,13 +218,14 @@ public final class TelemetryBuffer: Sendable {
     ///
     /// - Parameter log: The log, encoded to JSON once, here, on the calling thread.
     /// - Returns: `true` once the buffer holds the log; `false` if it was dropped (buffer full while the
-    ///   previous batch is still being written, buffer closed, larger than `maxBatchBytes`, added in the
-    ///   child of a `fork()`, or, with FlushAll, while the crash handler holds the buffer's regions). Every
-    ///   drop is counted for a client report, as is a log `Options.beforeSendLog` drops. Also `false`,
-    ///   not encoded and not counted, for a log below `Options.minimumLogLevel`.
+    ///   previous batch is still being written, buffer closed, larger than `maxBatchBytes`, or, with
+    ///   FlushAll, while the crash handler holds the buffer's regions). Every drop is counted for a client
+    ///   report, as is a log `Options.beforeSendLog` drops. Also `false`, not encoded and not counted, for
+    ///   a log below `Options.minimumLogLevel`, and in the child of a `fork()` (whose counts nothing would
+    ///   send; counting takes a lock another thread may have held at the fork, forever in the child).
     @discardableResult
     public func add(log: Log) -> Bool {
-        guard log.level.severityNumber >= minimumLogSeverity, consent.acceptsItems else { return false }
+        guard log.level.severityNumber >= minimumLogSeverity, consent.acceptsItems, tb_in_forked_child() == 0 else { return false }
         guard let hook = options.beforeSendLog else { return submit(log) }
         guard let kept = hook(log) else { return dropped(log) }
         // The hook may have taken long enough for a revocation to come, or made it itself.
@@ -252,10 +263,10 @@ public final class TelemetryBuffer: Sendable {
     /// - Parameter span: The span, encoded to JSON once, here, on the calling thread.
     /// - Returns: `true` once the buffer holds the span; `false` if it was dropped (see `add(log:)`; a span
     ///   dropped on overflow also drops the later spans of its trace in that batch; `Options.beforeSendSpan`
-    ///   may drop it). Every drop is counted.
+    ///   may drop it). Every drop is counted; nothing in the child of a `fork()`.
     @discardableResult
     public func add(span: Span) -> Bool {
-        guard consent.acceptsItems else { return false }
+        guard consent.acceptsItems, tb_in_forked_child() == 0 else { return false }
         guard let hook = options.beforeSendSpan else { return submit(span) }
         guard let kept = hook(span) else {
             reports.recordDrop(of: .span, bytes: 0, reason: .beforeSend)
@@ -278,11 +289,6 @@ public final class TelemetryBuffer: Sendable {
 
     @inline(__always)
     private func submit(_ category: ItemCategory, _ payload: UnsafeRawBufferPointer, traceID: TraceID?) -> Bool {
-        // A child of `fork()` shares the parent's lists and folder, but not its lock or its queues.
-        guard tb_in_forked_child() == 0 else {
-            reports.recordDrop(of: category, bytes: payload.count, reason: .internalSDKError)
-            return false
-        }
         if let refusal = limits.refusal(for: RateLimits.Category(category)) {
             reports.recordDrop(of: category, bytes: payload.count, reason: refusal)
             return false
@@ -300,6 +306,10 @@ public final class TelemetryBuffer: Sendable {
             return true
         case .rejected(let reason):
             reports.recordDrop(of: category, bytes: payload.count, reason: reason)
+            return false
+        case .refusedWhileClaimed:
+            reports.recordDrop(of: category, bytes: payload.count, reason: .internalSDKError)
+            scheduler.notify(startTimer: false, forwardNow: true)
             return false
         }
     }
@@ -355,8 +365,10 @@ public final class TelemetryBuffer: Sendable {
     public func setDataCollection(_ value: DataCollection) {
         guard !Self.isForkedChild else { return }
         consent.set(value) { previous in
-            // Before the folder opens there is no uploader: it reads the consent when it starts.
+            // Before the folder opens there is no uploader: it reads the consent when it starts, and a
+            // removal is owed at once, so that a takeover already queued removes before uploads start.
             let uploader = opened?.uploader
+            if value == .revoked, uploader == nil { held?.oweRemoval() }
             if value != .granted { uploader?.hold(.consent, true) }
             if value == .revoked {
                 // Held until the removal is done, whatever a grant queued before it releases.
@@ -399,6 +411,8 @@ public final class TelemetryBuffer: Sendable {
         guard !Self.isForkedChild else { return }
         let uploader = opened?.uploader
         uploader?.hold(.dataRemoval, true)
+        // Before the folder opens: owed at once, so that a takeover already queued removes before uploads start.
+        if uploader == nil { held?.oweRemoval() }
         if isOnQueue {
             return queue.async { [self] in
                 removeStoredDataReportingFailure()
@@ -420,7 +434,8 @@ public final class TelemetryBuffer: Sendable {
             guard opened?.folder.isReleased != true, held?.isClosed != true else { return }
             try removeStoredData()
         } catch {
-            diagnostics.log(.error, "could not remove everything stored: \(error)")
+            // Waiting for the unlock, the removal is owed: it runs when the folder opens.
+            diagnostics.log(opened == nil ? .info : .error, "could not remove everything stored: \(error)")
         }
     }
 

@@ -15,6 +15,20 @@ enum AppendOutcome: Equatable {
     case accepted(startTimer: Bool, forwardNow: Bool)
     /// The item was dropped; the caller counts it for `reason`.
     case rejected(DiscardReason)
+    /// The item was dropped because a crash handler claimed the strategy's memory and the process survived
+    /// the signal: the caller counts it as `internal_sdk_error` and wakes the background queue, whose
+    /// forward settles the handler (file removals, a directory sync: never on the adding thread), so that
+    /// later items are taken.
+    case refusedWhileClaimed
+
+    /// Why the item was dropped; `nil` when it was accepted.
+    var refusal: DiscardReason? {
+        switch self {
+        case .accepted: nil
+        case .rejected(let reason): reason
+        case .refusedWhileClaimed: .internalSDKError
+        }
+    }
 }
 
 /// How a buffer holds items between `add` and the envelope on disk (Sentry's mobile telemetry-buffer

@@ -39,9 +39,11 @@ final class FlushAll: BufferStrategy {
 
     @discardableResult
     func forward(everything: Bool) -> (any Error)? {
-        // After a crash signal the process survived, the handler is settled here at the latest (as by
-        // DoubleRotatingBuffer): its claims go, and it takes its signals back for buffers made since.
-        _ = tb_crash_settle()
+        // After a crash signal the process survived, the handler is settled here (as by DoubleRotatingBuffer):
+        // its claims go, and it takes its signals back for buffers made since. Never in `add`, which refuses
+        // items while a claim stands and wakes this queue, which waits for the moment (a second after the
+        // signal, in case it recurs).
+        if regions.all.contains(where: \.isClaimed) { _ = CrashRegistration.awaitSettled() } else { _ = tb_crash_settle() }
         var failure: (any Error)?
         // The region already waiting (or the active one: for everything, or at a limit), then the one active
         // now: for everything, or if it reached a limit too (two batches due at once, when their wake-ups merged).

@@ -22,6 +22,9 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
         /// A removal (`removeAllData`, a revocation) that could not reach the folder: it runs once it opens.
         var removalOwed = false
         var started: (any BufferStrategy)?
+        /// A takeover is building the folder's parts: one called meanwhile (a transport's `send` that
+        /// flushes) does nothing.
+        var opening = false
         /// No takeover from now on (`seal`), nor any item before one (`close`).
         var sealed = false
         var closed = false
@@ -83,14 +86,21 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
     @discardableResult
     func takeOver() -> (any BufferStrategy)? {
         if let started { return started }
-        let (start, lock) = state.withLock { state in state.sealed ? (nil, nil) : (state.start, state.lock) }
-        guard let start, let strategy = try? start(lock) else { return nil }
+        typealias Start = (start: @Sendable (FolderLock?) throws -> any BufferStrategy, lock: FolderLock?)
+        let next: Start? = state.withLock { state in
+            guard !state.sealed, !state.opening, let start = state.start else { return nil }
+            state.opening = true
+            return (start, state.lock)
+        }
+        guard let (start, lock) = next else { return nil }
+        defer { state.withLock { $0.opening = false } }
+        guard let strategy = try? start(lock) else { return nil }
         state.withLock { state in
             // Under the lock, so that no item added meanwhile comes before the held ones.
             _ = region.records.forEachRecord { record in
                 let item = EncodedItem(category: record.category, payload: record.payload,
                                        payloadCRC: CRC32C.checksum(record.payload), traceID: nil)
-                if case .rejected(let reason) = strategy.append(item) {
+                if let reason = strategy.append(item).refusal {
                     reports.recordDrop(of: record.category, bytes: record.payload.count, reason: reason)
                 }
             }

@@ -19,8 +19,8 @@ import CTelemetrySignals
 ///
 /// * Regions the crash handler writes out (FlushAll's, in memory) are `claimable`: each append marks
 ///   itself under way and checks the handler's claim first (`tb_appending_begin`), so no item is
-///   acknowledged after the handler read its region; once claimed, appends are refused (until
-///   `tb_crash_settle` finds that the process survived the signal).
+///   acknowledged after the handler read its region; once claimed, appends are refused (until a
+///   forward settles the handler, on the background queue, if the process survived the signal).
 /// * On Apple platforms, where waiting for the lock lends the waiter's priority to the holder
 ///   (`os_unfair_lock`), and waiting for another thread's commit would not.
 final class RotatingRegions: @unchecked Sendable {
@@ -170,11 +170,10 @@ final class RotatingRegions: @unchecked Sendable {
         if let refusal { return .rejected(refusal) }
         if let appending {
             tb_appending_begin(appending)
-            // Claimed: the process is crashing, or survived a signal (then the claim goes here, once).
-            guard !withRegion(state.active, \.isClaimed) || (tb_crash_settle() == 0 && !withRegion(state.active, \.isClaimed))
-            else {
+            // Claimed: the process is crashing, or survived a signal (then a forward settles the claim).
+            guard !withRegion(state.active, \.isClaimed) else {
                 tb_appending_end(appending)
-                return .rejected(.internalSDKError)
+                return .refusedWhileClaimed
             }
         }
         var place = Place(region: 0, lane: 0, offset: 0, sequence: 0)

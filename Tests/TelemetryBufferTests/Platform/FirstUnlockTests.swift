@@ -14,12 +14,13 @@ final class FirstUnlockTests: XCTestCase {
 
     /// Options whose folder cannot be opened while `locked` holds `true`.
     private func options(_ strategy: Options.Strategy, locked: Locked<Bool>, maxBatchBytes: Int? = nil,
-                         diagnostics: Locked<[String]> = Locked([])) -> Options {
+                         diagnostics: Locked<[String]> = Locked([]), _ configure: (inout Options) -> Void = { _ in }) -> Options {
         testOptions(directory) {
             $0.strategy = strategy
             if let maxBatchBytes { $0.maxBatchBytes = maxBatchBytes }
             $0.protectedDataAvailable = { !locked.withLock { $0 } }
             $0.diagnosticHandler = { diagnostic in diagnostics.withLock { $0.append(diagnostic.message) } }
+            configure(&$0)
         }
     }
 
@@ -206,6 +207,31 @@ final class FirstUnlockTests: XCTestCase {
         }
         XCTAssertEqual(sent, ["after the grant"])
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), [])
+    }
+
+    /// After a revocation and a grant while locked, what earlier processes left is removed when the folder
+    /// opens, before a custom transport sees it; what came after the grant reaches it.
+    func testACustomTransportGetsOnlyWhatCameAfterTheGrant() throws {
+        final class Recording: Transport, @unchecked Sendable {
+            let bodies = Locked<[String]>([])
+            func send(_ envelope: Envelope) throws {
+                let walked = try WalkedEnvelope(envelope.bytes)
+                bodies.withLock { $0 += walked.items.flatMap(\.elements).compactMap { $0["body"] as? String } }
+            }
+        }
+        try plantEarlierList()
+        let transport = Recording()
+        let locked = Locked(true)
+        let buffer = try TelemetryBuffer(options: options(.doubleRotatingBuffer, locked: locked) { $0.transport = transport })
+        buffer.setDataCollection(.revoked)
+        buffer.waitForBackgroundWork()  // its removal, which finds the folder locked
+        buffer.setDataCollection(.granted)
+        XCTAssertTrue(buffer.add(log: .test("after the grant")))
+        locked.withLock { $0 = false }
+        buffer.flush()
+        XCTAssertTrue(buffer.add(log: .test("later")))
+        buffer.close()
+        XCTAssertEqual(transport.bodies.withLock { $0 }, ["after the grant", "later"])
     }
 
     /// Consent pending while locked, granted after the unlock: nothing is sent before the grant, everything

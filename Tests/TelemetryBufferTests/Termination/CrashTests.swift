@@ -109,6 +109,37 @@ final class CrashTests: XCTestCase {
         }
     }
 
+    /// After a crash signal the process survived, FlushAll's handler is settled (its files unlinked, the
+    /// folder synced, its signals taken back) on the background queue, never inside `add` on the app's
+    /// thread, where the regions' lock made every other adder wait for that I/O. Adds are refused while
+    /// the claim stands (a second, in case the signal recurs), counted; every acknowledged item arrives once.
+    func testASurvivedSignalIsSettledOffTheAddingThread() throws {
+        guard let strace = ["/usr/bin/strace", "/bin/strace"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
+            throw XCTSkip("needs strace (Debian: apt-get install strace)")
+        }
+        let trace = directory.url.appendingPathComponent("strace")
+        let run = try Demo.run(["-f", "-qq", "-e", "trace=execve,unlinkat", "-o", trace.path, Demo.executable.path,
+                                "crash", "--kind", "segv", "--dir", directory.url.path, "--strategy", "flushAll",
+                                "--after", "40", "--survive-first", "--then-pace-us", "50000", "--max-envelopes", "100000"],
+                               backtrace: false, program: URL(fileURLWithPath: strace))
+        let lines = try String(contentsOf: trace, encoding: .utf8).split(separator: "\n").map(String.init)
+        if lines.contains(where: { $0.contains("Operation not permitted") && $0.contains("ptrace") }) {
+            throw XCTSkip("strace may not trace here: \(lines.prefix(3))")
+        }
+        // The demo's main thread adds; its thread ID is the process ID, the one that ran `execve`.
+        let main = try XCTUnwrap(lines.first { $0.contains("execve(\"\(Demo.executable.path)\"") }?.split(separator: " ").first)
+        let settles = lines.filter { $0.contains("unlinkat(") && $0.contains("detected-termination-") }
+        XCTAssertFalse(settles.isEmpty, "the handler's file was undone: \(lines.suffix(5)) \(run.errors.suffix(500))")
+        XCTAssertEqual(settles.filter { $0.split(separator: " ").first == main }, [], "undone by the adding thread")
+        XCTAssertEqual(run.status, -SIGSEGV, run.errors.suffix(500).description)
+        let acknowledged = run.lines.filter { $0.hasPrefix("ack ") }.map { "item " + $0.dropFirst(4) }
+        XCTAssertGreaterThan(acknowledged.count, 40, "items are taken again once the handler is settled")
+        XCTAssertEqual(acknowledged.count + run.lines.filter { $0.hasPrefix("drop ") }.count, 80)
+        let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--max-envelopes", "100000"])
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        XCTAssertEqual(try logBodies(in: dsnFolder(demoDefaultDSN).appendingPathComponent("envelopes")).sorted(), acknowledged.sorted())
+    }
+
     private static func signalName(_ signal: Int32) -> String {
         [SIGSEGV: "SIGSEGV", SIGBUS: "SIGBUS", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT"][signal] ?? "\(signal)"
     }
