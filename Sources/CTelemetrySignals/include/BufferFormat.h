@@ -15,6 +15,8 @@
 //        lane is written as version 1 (lanes byte 0), which is all the crash handler writes.
 // record (25 bytes, then the payload): u32 payload length | u32 CRC-32C | u8 category | u64 nonce | u64 sequence
 // marker: u32 first staged envelope | u16 envelope count | u8 state | u8 claim (0 on disk)
+// Every later version keeps magic, version and marker where they are: an older version sets a newer
+// file aside, and must still leave the envelopes its marker names (and its generation's boot) alone.
 
 enum {
     TB_FORMAT_VERSION = 2,

@@ -35,7 +35,9 @@ struct FramedFile {
     }
 
     /// The publication marker in the header of `name`, reading nothing else; `nil` for a file that is
-    /// missing, not the buffer's or without a valid header. Throws if it exists but cannot be read.
+    /// missing, not the buffer's or without a valid header. A later format version's file has one too: every
+    /// version keeps the marker where it is (`BufferFormat.h`), so that an older one, which sets the file
+    /// aside, can leave its publication alone. Throws if it exists but cannot be read.
     static func marker(folder: String, name: String) throws -> RecordFraming.Publication? {
         let header: [UInt8]?
         do {
@@ -48,7 +50,7 @@ struct FramedFile {
         }
         guard let header, header.count == RecordFraming.headerSize else { return nil }
         return header.withUnsafeBytes { raw in
-            RecordFraming.kind(ofHeader: raw) == nil ? nil : RecordFraming.Publication(header: raw)
+            RecordFraming.kind(ofHeader: raw) == nil && !RecordFraming.isNewer(header: raw) ? nil : RecordFraming.Publication(header: raw)
         }
     }
 

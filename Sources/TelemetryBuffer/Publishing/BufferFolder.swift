@@ -96,11 +96,21 @@ final class BufferFolder: @unchecked Sendable {
     /// Recovery dealt with what earlier processes left (or there was nothing): every staged envelope may move.
     func recoveryDone() { beforeRecovery = nil }
 
+    /// The staged envelopes the markers of files recovery set aside name (a later format version's): for
+    /// that version, never moved, removed or reused by this one.
+    private var setAside: [Range<UInt64>] = []
+
+    /// Leaves the envelopes `markers` name to the version that wrote them (see `setAside`).
+    func leave(markers: [RecordFraming.Publication]) {
+        setAside = markers.filter { $0.state != .idle }.map(\.envelopes)
+        nextEnvelope = max(nextEnvelope, setAside.map(\.upperBound).max() ?? 0)
+    }
+
     /// Indices for `count` new staged envelopes, as a publication marker in state `publishing`: the next
     /// ones no staged envelope and no held-back range uses, wrapping once at 2^32.
     func reserve(_ count: Int) throws -> RecordFraming.Publication {
         let width = UInt64(count)
-        let taken = (beforeRecovery?.heldRanges ?? []) + (try names()).compactMap { BufferFile(name: $0)?.stagedIndex }.map { $0..<$0 + 1 }
+        let taken = (beforeRecovery?.heldRanges ?? []) + setAside + (try names()).compactMap { BufferFile(name: $0)?.stagedIndex }.map { $0..<$0 + 1 }
         var start = nextEnvelope, wrapped = false
         while true {
             if start + width > UInt64(UInt32.max) {
@@ -178,10 +188,11 @@ final class BufferFolder: @unchecked Sendable {
     }
 
     /// The paths of the staged envelopes to move, oldest first: before recovery is done only this
-    /// process's, and none once the folder is released (they are then the next buffer's to move).
+    /// process's, and none once the folder is released (they are then the next buffer's to move); never
+    /// those of a file set aside.
     func stagedPaths() throws -> [String] {
         guard !isReleased else { return [] }
-        let staged = try stagedEnvelopes()
+        let staged = try stagedEnvelopes().filter { staged in !setAside.contains { $0.contains(staged.index) } }
         // Called between publications, with nothing reserved and not yet staged: what is no longer staged
         // was moved or removed, so the set stays as small as what waits (a recovery that failed would
         // otherwise let it grow with every forward).

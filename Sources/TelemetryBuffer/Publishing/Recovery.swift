@@ -30,8 +30,7 @@ enum Recovery {
         let names = try folder.names()
         // The smallest generation no claimed file has: unique, and never past what `claimedName` reads back
         // (a planted `recovering-2147483647-x` made the next one unreadable, orphaning what it claimed).
-        let taken = Set(names.compactMap { BufferFile(name: $0)?.claim?.generation })
-        let generation = (0...).first { !taken.contains($0) }!
+        let generation = unusedGeneration(names)
         var claimedNames = names.filter { BufferFile(name: $0)?.claim != nil }
         // A link, FIFO or someone else's file with a buffer file's name is not ours to move.
         let toClaim = names.filter { name in BufferFile(name: name).map { $0.claim == nil && $0.holdsRecords } == true && folder.isOurs(name) }
@@ -58,6 +57,13 @@ enum Recovery {
         // read fails the start rather than be guessed (the files stay claimed for the next start).
         folder.holdBack(markers: try claimedNames.compactMap { try FramedFile.marker(folder: folder.path, name: $0) })
         return claimed || names.contains { BufferFile(name: $0)?.stagedIndex != nil }
+    }
+
+    /// The smallest generation no claimed file among `names` has: unique, and never past what `claimedName`
+    /// reads back (a planted `recovering-2147483647-x` made the next one unreadable, orphaning what it claimed).
+    private static func unusedGeneration(_ names: [String]) -> Int {
+        let taken = Set(names.compactMap { BufferFile(name: $0)?.claim?.generation })
+        return (0...).first { !taken.contains($0) }!
     }
 
     /// The generation and original role of a claimed file's name.
@@ -101,6 +107,9 @@ enum Recovery {
         for name in settled { folder.remove(name) }
         report.files = sources.compactMap { claimedName($0.name)?.original.name }
         report.setAside = claimed.filter { name in !boots.contains(name) && !sources.contains { $0.name == name } }
+        // A later version's publication stays as it is: the envelopes its marker names are not orphans.
+        let setAside = try report.setAside.compactMap { try FramedFile.marker(folder: folder.path, name: $0) }
+        folder.leave(markers: setAside)
 
         // Markers: captured files are already published; publishing ones were interrupted.
         var published = Set<ItemID>()
@@ -112,11 +121,11 @@ enum Recovery {
             }
         }
 
-        try removeOrphans(folder: folder, sources: sources, into: &report)
+        try removeOrphans(folder: folder, sources: sources, leaving: setAside, into: &report)
 
         if let lists = listsHoldingTheirCaches(sources) {
             try publish(lists, folder: folder, batcher: batcher, into: &report)
-            for name in boots { folder.remove(name) }
+            removeSpentBoots(folder: folder)
             return report
         }
 
@@ -167,7 +176,7 @@ enum Recovery {
         }
         if parts > 0 { Failpoint.recoveryWritten.hit() }
         for source in sources { folder.remove(source.name) }
-        for name in boots { folder.remove(name) }
+        removeSpentBoots(folder: folder)
         try folder.sync()
         Failpoint.recoveryRemoved.hit()
 
@@ -189,8 +198,9 @@ enum Recovery {
     /// an envelope was torn by the kill: removed, its bytes counted as discarded. One that holds an item a
     /// source still holds live belongs to a publication that never committed (or whose marker was damaged):
     /// removed, since recovery publishes that item from its source.
-    private static func removeOrphans(folder: BufferFolder, sources: [FramedFile], into report: inout RecoveryReport) throws {
-        let named = sources.filter { $0.publication.state == .captured }.map(\.publication.envelopes)
+    private static func removeOrphans(folder: BufferFolder, sources: [FramedFile], leaving setAside: [RecordFraming.Publication],
+                                      into report: inout RecoveryReport) throws {
+        let named = (sources.filter { $0.publication.state == .captured }.map(\.publication) + setAside).map(\.envelopes)
         let orphans = try folder.stagedEnvelopes().filter { staged in !named.contains { $0.contains(staged.index) } }
         guard !orphans.isEmpty else { return }
         var live = Set<[UInt8]>()
@@ -260,25 +270,48 @@ enum Recovery {
     /// Publishes each list under its own marker, straight from its file, then removes its cache and it. A
     /// crash in between leaves a list `publishing` (its envelopes are deleted and it is published again) or
     /// `captured` (its items, and their copies in its cache, are skipped): nothing lost, nothing twice.
+    ///
+    /// A marker is judged by the claimed boot of its file's generation, so a list is first moved (with its
+    /// cache) into a generation of this process, whose boot is a copy of the one it recorded before
+    /// recovery: else a list filled in an earlier boot, marked now and left behind (a failed removal) would
+    /// be judged by that boot, and published again. Without room for the copy, the lists are marked where
+    /// they are: trusted less, never lost.
     private static func publish(_ lists: [ListWithCache], folder: BufferFolder, batcher: EnvelopeBatcher,
                                 into report: inout RecoveryReport) throws {
+        let generation = unusedGeneration(try folder.names())
+        let owned = lists.contains { $0.list.publication.state != .captured }
+            && folder.copyBoot(BufferFile.boot.name, to: BufferFile.claimed(generation: generation, .boot).name)
         for entry in lists {
+            var (list, cache) = (entry.list.name, entry.cache?.name)
             if entry.list.publication.state != .captured {
+                if owned {
+                    let moved = { (name: String) in BufferFile.claimed(generation: generation, claimedName(name)!.original).name }
+                    for name in [list, cache].compactMap({ $0 }) { try folder.rename(name, to: moved(name)) }
+                    (list, cache) = (moved(list), cache.map(moved))
+                }
                 report.items += entry.items
                 report.duplicates += entry.copies
                 // Staged inside: the batches point into the file's bytes.
                 try entry.list.withRecords { records in
                     try batcher.stage(batcher.batches(records), in: folder) {
-                        try FramedFile.mark($0, name: entry.list.name, in: folder)
+                        try FramedFile.mark($0, name: list, in: folder)
                     }.sync()
                 }
             }
-            if let cache = entry.cache { folder.remove(cache.name) }
-            folder.remove(entry.list.name)
+            if let cache { folder.remove(cache) }
+            if (try? Failpoint.recoveryKeepsFiles.failIfArmed("unlink", list)) != nil { folder.remove(list) }
             Failpoint.recoveryListDone.hit()
         }
         try folder.sync()
         report.envelopes = try folder.stagedEnvelopes().count
+    }
+
+    /// Removes the claimed boots no claimed file of their generation needs any more: a file set aside, or
+    /// one that could not be removed, keeps its generation's, by which its marker is judged.
+    private static func removeSpentBoots(folder: BufferFolder) {
+        guard let claimed = try? folder.names().compactMap({ name in claimedName(name).map { (name, $0) } }) else { return }
+        let needed = Set(claimed.filter { $0.1.original != .boot }.map(\.1.generation))
+        for (name, claim) in claimed where claim.original == .boot && !needed.contains(claim.generation) { folder.remove(name) }
     }
 
     /// Publishes a part of what recovery gathered as staged envelopes, guarded by its marker (the caller

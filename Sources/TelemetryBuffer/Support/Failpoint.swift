@@ -44,6 +44,10 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// Start-up recovery fails at once (as when a claimed file cannot be read): its files stay claimed.
     case recoveryFails = "recovery.fails"
 
+    /// Recovery cannot remove a list it published (as when `unlink` fails with an I/O error): the list
+    /// stays, claimed, for the next start (`failIfArmed` only).
+    case recoveryKeepsFiles = "recovery.keeps-files"
+
     /// The crash handler has taken a buffer's registration (and claimed its regions) and not read them yet. Only `hold`, and it is a
     /// pause: the handler creates the held file, waits 500 ms, then goes on (armed when a buffer registers).
     case crashHandler = "crash.handler"

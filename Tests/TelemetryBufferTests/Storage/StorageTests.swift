@@ -295,6 +295,68 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(kept.count, 4096 + 32)
     }
 
+    /// A later format version's publication is left as that version left it: its staged envelope is neither
+    /// moved nor removed (it was taken for an orphan and moved: then the newer version, finding its marker
+    /// without the boot of its generation, which was deleted too, published the list again), the boot
+    /// stays while the file does, and this version's envelopes never take the indices its marker names.
+    func testAPublicationOfALaterFormatVersionIsLeftAsItIs() throws {
+        let elsewhere = try TemporaryDirectory()
+        defer { elsewhere.remove() }
+        let maker = try TelemetryBuffer(options: testOptions(elsewhere))
+        maker.add(log: .test("the newer version's"))
+        maker.close()
+        let envelope = try XCTUnwrap(try walkEnvelopes(in: maker.envelopesDirectory).first).bytes
+
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
+                                kind: .crashSafeList)
+        appendLogs(["the newer version's"], to: list)
+        try list.mark(.init(state: .captured, firstEnvelope: 1, envelopeCount: 1))
+        list.base.storeBytes(of: (RecordFraming.version + 1).littleEndian, toByteOffset: 4, as: UInt16.self)  // the version (BufferFormat.h)
+        XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/envelope-1", contents: Data(envelope)))
+        XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/boot", contents: Data((BootSession.current ?? "").utf8)))
+        var ours: [String] = []
+        for start in 0..<2 {
+            let buffer = try TelemetryBuffer(options: testOptions(directory))
+            XCTAssertEqual(buffer.recovery.setAside, ["recovering-0-crash-safe-list-1"], "start \(start)")
+            for index in 0..<3 {
+                ours.append("ours \(start) \(index)")
+                XCTAssertTrue(buffer.add(log: .test(ours.last!)))
+                buffer.flush()
+            }
+            buffer.close()
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ours, "start \(start)")
+            let left = try FileManager.default.contentsOfDirectory(atPath: bufferFolder)
+            XCTAssertTrue(left.contains("recovering-0-boot"), "start \(start): \(left)")
+            XCTAssertEqual(FileManager.default.contents(atPath: bufferFolder + "/envelope-1"), Data(envelope), "start \(start): \(left)")
+        }
+    }
+
+    /// A list recovery published from its file (re-marked there, in this boot) and could not remove is
+    /// judged at the next start by the boot it was marked in, not by the boot of the process that filled
+    /// it: its items are not published again. (They were: the list's claimed boot named another boot, or
+    /// was deleted.)
+    func testAListRecoveryPublishedAndCouldNotRemoveIsNotPublishedAgain() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
+                                kind: .crashSafeList)
+        appendLogs(["a0", "a1"], to: list)
+        // Filled before a restart.
+        XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/boot", contents: Data("another boot".utf8)))
+        Failpoint.recoveryKeepsFiles.failNext()
+        let first = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(first.recovery.items, 2)
+        first.close()
+        XCTAssertEqual(try logBodies(in: first.envelopesDirectory), ["a0", "a1"])
+        XCTAssertTrue(try FileManager.default.contentsOfDirectory(atPath: bufferFolder).contains { $0.hasSuffix("crash-safe-list-1") && $0.hasPrefix("recovering-") },
+                      "the list could not be removed")
+
+        let second = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(second.recovery.items, 0)
+        second.close()
+        XCTAssertEqual(try logBodies(in: second.envelopesDirectory), ["a0", "a1"], "once")
+    }
+
     /// Live items past what one framed file is read back at (8 MiB; here ten copies of published lists
     /// from another boot, as failed syncs leave them, about 1 MiB each) are all published, in order. (They
     /// were written as one `recovered` file too large to read again: nothing was published, and every
