@@ -230,7 +230,7 @@ enum Crash {
     }
 
     /// `fork()`s a child that adds five logs `child <n>` (printing `child add true|false`), then crashes; the
-    /// parent waits for it and prints `child status <status>`.
+    /// parent waits for it (at most 20 s: then it prints `child hung`, kills it) and prints `child status <status>`.
     private static func forkChild(_ buffers: [TelemetryBuffer], trace: TraceID) {
         let child = tb_demo_fork()
         if child == 0 {
@@ -241,8 +241,16 @@ enum Crash {
             }
             nullDereference()
         }
+        // A child that hangs (a lock another thread held at the fork, in code the child runs) would keep the
+        // test's pipes open: after 20 s it is killed, saying where it waited.
         var status: Int32 = 0
-        waitpid(child, &status, 0)
+        for _ in 0..<2000 where waitpid(child, &status, WNOHANG) == 0 { usleep(10_000) }
+        if waitpid(child, &status, WNOHANG) == 0 {
+            let waiting = (try? String(contentsOfFile: "/proc/\(child)/wchan", encoding: .utf8)) ?? "?"
+            kill(child, SIGKILL)
+            waitpid(child, &status, 0)
+            FileHandle.standardOutput.write(Data("child hung (waiting in \(waiting))\n".utf8))
+        }
         FileHandle.standardOutput.write(Data("child status \(status)\n".utf8))
     }
 

@@ -5,7 +5,8 @@ import TelemetryBuffer
 /// every `add` of that seq has returned with its item held, or `drop <seq> log|span|log span` naming
 /// what was dropped; then closes the buffer
 /// (with --no-close it just returns from main: the graceful-exit hook must forward the items; with
-/// --exit-holding it calls `exit(0)` while it still holds the buffer, as an app does that never closes it).
+/// --exit-holding it calls `exit(0)` while it still holds the buffer, as an app does that never closes it;
+/// after `close()`, it prints `lost-counted=<n>` if the buffer counted items as lost).
 /// With --pace-us N it waits N µs after each item (the IO caches keep up with the lists then, as in an app). With
 /// --exhaust-descriptors, no file descriptor is left once the buffer exists. With --remove-at N, it calls
 /// `removeAllData()` before adding item N and prints `removed` once that returned. With --threads T, T
@@ -24,7 +25,7 @@ enum Stress {
         guard threads > 1 else {
             try add(stride(from: 0, to: count, by: 1), to: buffer, spans: withSpans, removeAt: removeAt, pace: pace)
             if arguments.flag("exit-holding") { withExtendedLifetime(buffer) { exit(0) } }
-            if !arguments.flag("no-close") { buffer.close() }
+            if !arguments.flag("no-close") { close(buffer) }
             return
         }
         let done = DispatchGroup()
@@ -36,7 +37,16 @@ enum Stress {
             }.start()
         }
         done.wait()
-        if !arguments.flag("no-close") { buffer.close() }
+        if !arguments.flag("no-close") { close(buffer) }
+    }
+
+    /// Closes the buffer, then prints `lost-counted=<n>` if it counted n acknowledged items as lost
+    /// (`internal_sdk_error`: held in memory, and no file could take them).
+    private static func close(_ buffer: TelemetryBuffer) {
+        buffer.close()
+        let lost = buffer.stats().drops.filter { $0.key.hasPrefix("internal_sdk_error/") && !$0.key.hasSuffix("_byte") }
+            .reduce(0) { $0 + $1.value }
+        if lost > 0 { FileHandle.standardOutput.write(Data("lost-counted=\(lost)\n".utf8)) }
     }
 
     /// Adds the items `seqs`, one log each (and with `withSpans` a span), printing a line per seq.

@@ -210,9 +210,10 @@ struct FolderParts: Sendable {
                     return try DoubleRotatingBuffer(folder: folder, batcher: batcher, outbox: outbox,
                                                     maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
                 } catch let error as MappedFile.WritesCanFault {
-                    // A full copy-on-write disk would raise SIGBUS in `add`; a write just fails.
-                    batcher.diagnostics.log(.warning, "\(error): using FileStreamCache instead of DoubleRotatingBuffer")
-                    return try FileStreamCache(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes)
+                    // A full copy-on-write disk would raise SIGBUS in `add`: the lists go into memory.
+                    batcher.diagnostics.log(.warning, "\(error): the DoubleRotatingBuffer keeps its lists in memory (a kill loses what arrived in the last ioSyncInterval)")
+                    return try DoubleRotatingBuffer(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes,
+                                                    ioSyncInterval: options.ioSyncInterval, listsInMemory: true)
                 }
             }
         } catch let foreign as FileSystem.ForeignFile {

@@ -46,14 +46,19 @@ public final class TelemetryBuffer: Sendable {
     private let parts: Locked<FolderParts?>
     /// The strategy while the folder waits for the device's first unlock; `nil` when it opened at once.
     private let held: HeldUntilUnlock?
-    /// The strategy in use: `options.strategy`, except where a store into a mapped list may ask the file
-    /// system for new space (on Linux, any file system but ext2/3/4, XFS and tmpfs: btrfs, ZFS, F2FS,
-    /// overlayfs…): a full disk would raise SIGBUS in `add`, a nearly full btrfs stall it. There
-    /// `doubleRotatingBuffer` runs as `fileStreamCache`, whose appends are writes that fail cleanly (a
-    /// warning diagnostic says so). Before the first unlock, `options.strategy`.
-    public var activeStrategy: Options.Strategy {
-        opened?.strategy is FileStreamCache ? .fileStreamCache : options.strategy
-    }
+    /// The strategy in use: `options.strategy`. (Where a mapped list could fault, the DoubleRotatingBuffer
+    /// keeps its lists in memory: see `listsInMemory`.)
+    public var activeStrategy: Options.Strategy { options.strategy }
+    /// Whether the DoubleRotatingBuffer keeps its two lists in anonymous memory instead of mapped files, as
+    /// where a store into a mapped page may ask the file system for new space (on Linux, any file system
+    /// but ext2/3/4, XFS and tmpfs: btrfs, ZFS, F2FS, overlayfs, FUSE…; on Apple platforms, any volume but
+    /// a local APFS or HFS+ one): a full disk would raise SIGBUS in `add`, a nearly full btrfs stall it.
+    /// `add` still makes no syscall (its copy is made under the lock, as on Apple platforms); a detected
+    /// crash still stores every item exactly once (the crash handler writes the lists out, if
+    /// `Options.crashDetection` is on and the disk has room), but a SIGKILL loses what the IO caches had not
+    /// copied yet: what arrived in the last `ioSyncInterval` (or so, the caches' sync taking its time). A
+    /// warning diagnostic says so at creation. `false` for the other strategies, and before the first unlock.
+    public var listsInMemory: Bool { (opened?.strategy as? DoubleRotatingBuffer)?.listsInMemory ?? false }
     /// Rate limits, and the server's refusal of the DSN (401, 403, 404), checked by every add.
     private let limits: RateLimits
     /// Left once start-up recovery is done; `recovered` holds its report.

@@ -106,7 +106,9 @@ enum Recovery {
         if trusted { try syncEnvelopes() }
         for name in settled { folder.remove(name) }
         report.files = sources.compactMap { claimedName($0.name)?.original.name }
-        report.setAside = claimed.filter { name in !boots.contains(name) && !sources.contains { $0.name == name } }
+        report.setAside = claimed.filter { name in
+            !boots.contains(name) && !settled.contains(name) && !sources.contains { $0.name == name }
+        }
         // A later version's publication stays as it is: the envelopes its marker names are not orphans.
         let setAside = try report.setAside.compactMap { try FramedFile.marker(folder: folder.path, name: $0) }
         folder.leave(markers: setAside)
@@ -285,9 +287,13 @@ enum Recovery {
             var (list, cache) = (entry.list.name, entry.cache?.name)
             if entry.list.publication.state != .captured {
                 if owned {
+                    // Its marker as this recovery reads it first: a `captured` one from another boot counts as
+                    // `publishing` (its envelopes are gone), and must not read as this boot's after the move.
+                    try FramedFile.mark(.idle, name: list, in: folder)
                     let moved = { (name: String) in BufferFile.claimed(generation: generation, claimedName(name)!.original).name }
                     for name in [list, cache].compactMap({ $0 }) { try folder.rename(name, to: moved(name)) }
                     (list, cache) = (moved(list), cache.map(moved))
+                    Failpoint.recoveryListMoved.hit()
                 }
                 report.items += entry.items
                 report.duplicates += entry.copies

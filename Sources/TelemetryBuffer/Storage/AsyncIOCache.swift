@@ -15,7 +15,7 @@ final class AsyncIOCache {
     private var mirrored: [Int] = []
     private var unsynced = false
     /// `retire` moved the file away but no empty file has taken its place yet.
-    private var moved = false
+    private(set) var moved = false
 
     /// Creates (or empties) the file with a fresh header.
     init(path: String) throws {

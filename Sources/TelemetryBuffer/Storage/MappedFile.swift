@@ -33,7 +33,7 @@ final class MappedFile {
     init(path: String, size: Int) throws {
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
         do {
-            guard Self.overwritesInPlace(fd, path: path) else {
+            guard !Failpoint.mappingFaults.isArmed, Self.overwritesInPlace(fd, path: path) else {
                 var status = stat()
                 if fstat(fd.rawValue, &status) == 0 && status.st_size == 0 { unlink(path) }
                 throw WritesCanFault(path: path)

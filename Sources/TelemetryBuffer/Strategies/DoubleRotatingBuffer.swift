@@ -19,6 +19,16 @@ import Foundation
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
 ///   (`buffer_overflow`), the caller never waits.
 ///
+/// Where a store into a mapped page may ask the file system for new space (btrfs, ZFS, overlayfs, FUSE,
+/// network volumes: see `MappedFile`), the lists are in **anonymous memory** instead, as Sentry's spec
+/// describes the strategy (`listsInMemory`): `add` still copies into memory without a syscall, the IO
+/// caches are written as above, and on a detected crash the handler claims both lists and writes them
+/// out as `detected-termination-x` (as FlushAll's regions), so recovery reads the caches and those files
+/// and deduplicates by item ID. Exactly once across detected crashes at any moment; across SIGKILL,
+/// everything but what arrived in the last `ioSyncInterval` (the caches' copy), never a duplicate: before
+/// a list's envelopes are staged its cache is brought up to date, so a staged envelope a kill left
+/// behind holds only items the cache holds too, and recovery drops it for them.
+///
 /// Thread safety: records' places in the lists are reserved under `regions`' lock and written after it
 /// (see `RotatingRegions`); the background queue reads a list only while pending, once its commits are
 /// in; the caches and the IO timer state are touched only on `io`; `retired` and `unretired` only on the
@@ -26,6 +36,10 @@ import Foundation
 final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let lists: [RecordRegion]
+    /// Whether the lists are in anonymous memory (see above) rather than mapped files.
+    let listsInMemory: Bool
+    /// The files the crash handler writes lists in memory to.
+    private let terminationNames: [String]
     private let caches: [AsyncIOCache]
     private let regions: RotatingRegions
     private let batcher: EnvelopeBatcher
@@ -65,12 +79,17 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// Touched only on `io`.
     private var ioArmed = false
 
+    /// Maps the lists, or with `listsInMemory` keeps them in anonymous memory. Mapping throws
+    /// `MappedFile.WritesCanFault` where a store into a mapped page may ask for new space.
     init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int,
-         ioSyncInterval: Double) throws {
+         ioSyncInterval: Double, listsInMemory: Bool = false) throws {
         self.folder = folder
         self.batcher = batcher
         self.outbox = outbox
+        self.listsInMemory = listsInMemory
+        terminationNames = listsInMemory ? folder.terminationNames(2) : []
         lists = try (1...2).map { number in
+            if listsInMemory { return RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList) }
             let lanes = RecordRegion.listLanes
             return RecordRegion(mapping: try MappedFile(path: folder.path + "/" + BufferFile.crashSafeList(number).name,
                                                         size: RecordRegion.mappingSize(recordCapacity: maxBatchBytes, lanes: lanes)),
@@ -78,7 +97,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         }
         caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFile.asyncIOCache($0).name) }
         unsynced = Locked(Unsynced())
-        regions = RotatingRegions(lists[0], lists[1], maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
+        regions = RotatingRegions(lists[0], lists[1], maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans, claimable: listsInMemory)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
         ioInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
@@ -112,27 +131,49 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     /// IO queue: copies the active list's new records into its cache and makes them durable; stops the
-    /// timer once there is nothing left to copy.
+    /// timer once there is nothing left to copy. Lists in memory: the other list too, while it waits to be
+    /// published (its last records would otherwise be in no file until the forward starts), but not once
+    /// its cache is retired (the fresh cache would take the published records).
     private func mirror() {
         dispatchPrecondition(condition: .onQueue(io))
         let index = regions.activeIndex
         do {
-            let wrote = try caches[index].catchUp(with: lists[index])
+            // The older list first: a kill or a failure in between then loses only newer items.
+            var wrote = false
+            if listsInMemory, !retiredUnreset.contains(index ^ 1) {
+                wrote = try caches[index ^ 1].catchUp(with: lists[index ^ 1])
+                try caches[index ^ 1].sync()
+            }
+            wrote = try caches[index].catchUp(with: lists[index]) || wrote
             try caches[index].sync()
+            mirrorFailed = false
             if !wrote, lists[index].recordBytes == 0 {
                 ioArmed = false
                 ioTimer.schedule(deadline: .distantFuture)
             }
         } catch {
-            batcher.diagnostics.log(.warning, "async IO cache: \(error); the crash-safe list still holds the items")
+            // Once per run of failures (a full disk fails every interval).
+            guard !mirrorFailed else { return }
+            mirrorFailed = true
+            batcher.diagnostics.log(.warning, listsInMemory
+                ? "async IO cache: \(error); until it works again, a kill loses the items it lacks"
+                : "async IO cache: \(error); the crash-safe list still holds the items")
         }
     }
 
+    /// Whether a claim that stands (lists in memory) was reported. Background queue only.
+    private var claimReported = false
+    /// Whether the last copy into an IO cache failed. Touched only on `io`.
+    private var mirrorFailed = false
+    /// Lists in memory whose cache a publication retired and that are not reset yet. Touched only on `io`.
+    private var retiredUnreset: Set<Int> = []
+
     @discardableResult
     func forward(everything: Bool) -> (any Error)? {
-        // After a crash signal the process survived, the handler is settled here at the latest (it holds no
-        // claim on these lists, only the process-wide handler state).
-        _ = tb_crash_settle()
+        // After a crash signal the process survived, the handler is settled here at the latest. Mapped lists
+        // it never claims (only the process-wide handler state is settled); lists in memory it claims, and
+        // then `add` refuses items and wakes this queue, which waits for the moment (as FlushAll's forward).
+        if lists.contains(where: \.isClaimed) { _ = CrashRegistration.awaitSettled() } else { _ = tb_crash_settle() }
         var published: [Published] = []
         var failure: (any Error)?
         // The list waiting (or the active one), then the active one: for everything, or if it reached a limit
@@ -140,12 +181,21 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         for _ in 0..<2 {
             guard let batch = regions.beginForwarding(dueOnly: !everything) else { break }
             do {
-                published.append(try publish(list: batch.index, records: batch.records))
-                try regions.endForwarding()
+                // A list in memory the crash handler claimed: before the commit, the publication gave up (the
+                // handler's file holds the items); after it, only the reset did. Either is retried once the
+                // process is known to have survived the signal; else the handler's file keeps the list.
+                published.append(try Self.settlingClaims { try publish(list: batch.index, records: batch.records) })
+                try Self.settlingClaims { try regions.endForwarding() }
+                if listsInMemory { io.async { [index = batch.index] in self.retiredUnreset.remove(index) } }
+                claimReported = false
             } catch {
                 // The list keeps its items and stays pending; the next forward tries again (only the
-                // retirement, if its envelopes are staged).
-                batcher.diagnostics.log(.error, "could not publish \(BufferFile.crashSafeList(batch.index + 1).name): \(error)")
+                // retirement, if its envelopes are staged). A claim that stands is reported once: refused adds
+                // wake this queue again and again meanwhile.
+                if !(error is CrashInProgress && claimReported) {
+                    batcher.diagnostics.log(.error, "could not publish \(BufferFile.crashSafeList(batch.index + 1).name): \(error)")
+                }
+                claimReported = error is CrashInProgress
                 failure = error
                 break
             }
@@ -195,13 +245,27 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         }
     }
 
+    /// Runs `body`; if the crash handler claimed a list meanwhile (`CrashInProgress`), waits until the
+    /// process is known to have survived the signal and runs it again. Background queue.
+    private static func settlingClaims<Result>(_ body: () throws -> Result) throws -> Result {
+        do {
+            return try body()
+        } catch is CrashInProgress {
+            guard CrashRegistration.awaitSettled() else { throw CrashInProgress() }
+            return try body()
+        }
+    }
+
     /// Stages the list's envelopes under its publication marker, then retires its IO cache as their
-    /// power-loss copy; returns both, for the sync. After a failed retirement it only retries that.
+    /// power-loss copy; returns both, for the sync. After a failed retirement it only retries that. A list
+    /// in memory is first copied into its cache whole (a write, no sync): the items of the staged
+    /// envelopes are then all in a file before any envelope is.
     private func publish(list index: Int, records: RecordLanes) throws -> Published {
         let published: Published
         if let unretired, unretired.index == index {
             published = unretired.published
         } else {
+            if listsInMemory { try io.sync { _ = try caches[index].catchUp(with: lists[index]) } }
             let envelopes = try batcher.stage(batcher.batches(records), in: folder) { try lists[index].mark($0) }
             published = (envelopes, nextCopyName())
         }
@@ -209,14 +273,25 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         do {
             try io.sync {
                 try caches[index].retire(as: folder.path + "/" + published.copy, reusing: spare.map { folder.path + "/" + $0 })
+                if listsInMemory { retiredUnreset.insert(index) }
             }
         } catch {
-            unretired = (index, published)
             // Kept for another try only while it is still a regular file of ours: one swapped for a link or a
             // FIFO since would fail every retirement after.
             if let spare, folder.isOurs(spare) {
                 unsynced.withLock { $0.spares.append(spare) }
             }
+            if listsInMemory, !io.sync(execute: { caches[index].moved }) {
+                // No file says the list was published (its marker is in memory) and its cache, still in place,
+                // holds its items as live: the publication is undone, or the envelopes would move and a later
+                // start publish the cache's items again. Claimed meanwhile, the handler's file says `captured`,
+                // and the envelopes stay for it.
+                let publication = lists[index].publication
+                if (try? lists[index].mark(.idle)) != nil { folder.removeStaged(publication) }
+                unretired = nil
+                throw error
+            }
+            unretired = (index, published)
             throw error
         }
         unretired = nil
@@ -276,6 +351,29 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         for list in lists { try list.sync() }
     }
 
+    /// Lists in memory that `close()` could not publish: what their caches can still take stays for the
+    /// next start; if they cannot (a full disk), what is held goes with the process, counted, but for a
+    /// list the crash handler claimed and wrote out, whose file keeps it.
+    func countUnstored() {
+        guard listsInMemory, !regions.isEmpty else { return }
+        let copied: Bool = io.sync {
+            do {
+                let active = regions.activeIndex
+                for index in [active ^ 1, active] { _ = try caches[index].catchUp(with: lists[index]) }
+                return true
+            } catch {
+                return false
+            }
+        }
+        guard !copied else { return }
+        regions.forEachHeldRecord(skippingRegion: { lists[$0].isClaimed && folder.isOurs(terminationNames[$0]) }) {
+            batcher.reports.recordDrop(of: $0.category, bytes: $0.payload.count, reason: .internalSDKError)
+        }
+    }
+
+    /// Lists in memory: the pages past their records (up to 2 × `maxBatchBytes` of heap once filled).
+    func releaseMemory() { if listsInMemory { regions.releaseUnusedPages() } }
+
     var isEmpty: Bool { regions.isEmpty }
 
     var bufferedItems: Int { regions.itemCount }
@@ -284,7 +382,12 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// on another thread is doing meanwhile: a crash is then what a SIGKILL is, and recovery publishes
     /// the lists exactly once. So the handler writes no copies (a copy could be overtaken by a forward that
     /// publishes the same items); it only syncs the lists' files, against power loss right after the crash.
+    /// Lists in memory it claims and writes out, as FlushAll's regions.
     var crashPlan: CrashPlan? {
-        CrashPlan(regions: lists, directory: folder.path, action: .syncFiles(descriptors: lists.compactMap(\.fileDescriptor?.rawValue)))
+        guard !listsInMemory else {
+            return CrashPlan(regions: lists, directory: folder.path,
+                             action: .writeRegions(names: terminationNames, appending: regions.appending))
+        }
+        return CrashPlan(regions: lists, directory: folder.path, action: .syncFiles(descriptors: lists.compactMap(\.fileDescriptor?.rawValue)))
     }
 }

@@ -23,6 +23,8 @@ final class FlushAll: BufferStrategy {
     private let outbox: any Outbox
     /// The files the crash handler writes the two regions to.
     private let terminationNames: [String]
+    /// Whether a claim that stands was reported (until a forward goes through).
+    private let claimReported = Locked(false)
 
     init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int) {
         self.folder = folder
@@ -54,7 +56,10 @@ final class FlushAll: BufferStrategy {
                 // The crash handler claimed the region. The process ends, and recovery publishes the region from
                 // the handler's file; or it survives the signal, the claim goes, and the region is published now.
                 guard CrashRegistration.awaitSettled() else {
-                    batcher.diagnostics.log(.warning, "a crash handler holds this buffer's items; its files keep them")
+                    // Once: refused adds wake this queue again and again while the claim stands.
+                    if !claimReported.withLock({ reported in defer { reported = true }; return reported }) {
+                        batcher.diagnostics.log(.warning, "a crash handler holds this buffer's items; its files keep them")
+                    }
                     failure = CrashInProgress()
                     break
                 }
@@ -72,6 +77,7 @@ final class FlushAll: BufferStrategy {
             }
         }
         outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
+        if failure == nil { claimReported.withLock { $0 = false } }
         return failure
     }
 

@@ -41,6 +41,10 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// follow (the path taken after a process death, see `Recovery`).
     case recoveryListDone = "recovery.list-done"
 
+    /// Recovery moved a list it is about to publish from its file (and the list's cache) into a generation
+    /// of its own; the list's new marker is not written yet.
+    case recoveryListMoved = "recovery.list-moved"
+
     /// Start-up recovery fails at once (as when a claimed file cannot be read): its files stay claimed.
     case recoveryFails = "recovery.fails"
 
@@ -55,6 +59,10 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// The crash handler has been taken by a crashing thread, which has not begun to write (another
     /// thread crashing now must wait for it). Only `hold`, a pause as `crashHandler`'s.
     case crashHandlerOwned = "crash.handler-owned"
+
+    /// Every file system is taken for one whose mapped pages may need new space (btrfs, overlayfs): the
+    /// DoubleRotatingBuffer keeps its lists in memory (a condition, whatever the action).
+    case mappingFaults = "mapping.faults"
 
     /// FileStreamCache cannot create the next `cache` when it rotates (as with no descriptor left).
     case streamCacheFails = "stream.cache-fails"

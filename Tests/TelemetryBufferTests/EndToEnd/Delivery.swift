@@ -64,6 +64,33 @@ extension XCTestCase {
         }
     }
 
+    /// For a DoubleRotatingBuffer with lists in memory killed by SIGKILL: what it lost is what its IO
+    /// caches had not copied yet, the last items each thread added. So on each thread, once an acknowledged
+    /// item is missing, every later one is too (an older list lost while a newer one arrived fails this).
+    /// Returns how many acknowledged items were lost, of each kind.
+    @discardableResult
+    func assertLossesAreTails(_ run: Demo.Run, in folder: TemporaryDirectory, spans: Bool, threads: Int = 1, _ label: String,
+                              file: StaticString = #filePath, line: UInt = #line) throws -> [String: Int] {
+        let lines = run.lines.map { $0.split(separator: " ").map(String.init) }
+        var lost: [String: Int] = [:]
+        for (kind, names) in try deliveredNames(in: folder, spans: spans) {
+            let delivered = Set(names.compactMap { Int($0.dropFirst(5)) })
+            let acked = lines.filter { $0.first == "ack" || ($0.first == "drop" && !$0.contains(kind)) }.compactMap { Int($0[1]) }
+            for thread in 0..<threads {
+                // Acknowledged, and the item after the thread's last line (held, killed before its line).
+                var own = acked.filter { $0 % threads == thread }
+                let printed = lines.compactMap { $0.count >= 2 ? Int($0[1]) : nil }.filter { $0 % threads == thread }
+                own.append(thread + printed.count * threads)
+                guard let first = own.firstIndex(where: { !delivered.contains($0) }) else { continue }
+                let tail = own[first...]
+                let kept = tail.filter(delivered.contains)
+                XCTAssertEqual(kept, [], "\(label): \(kind)s delivered after \(own[first]), lost, on thread \(thread)", file: file, line: line)
+                lost[kind, default: 0] += tail.count - kept.count - 1
+            }
+        }
+        return lost
+    }
+
     /// The names of the logs (their bodies) and, with `spans`, of the spans in the envelopes a recovery left.
     private func deliveredNames(in folder: TemporaryDirectory, spans: Bool) throws -> [(kind: String, names: [String])] {
         let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")

@@ -55,6 +55,41 @@ final class KillTests: XCTestCase {
         }
     }
 
+    /// The DoubleRotatingBuffer with its lists in memory (failpoint `mapping.faults`, as on btrfs or
+    /// overlayfs), three threads adding, killed at a random moment spanning several forwards: nothing is
+    /// delivered twice, and what is lost is the last items of each thread, which the IO caches had not
+    /// copied yet (at most the last `ioSyncInterval`'s).
+    func testKillsWithListsInMemoryLoseOnlyTheLastItemsAndDuplicateNothing() throws {
+        var generator = SystemRandomNumberGenerator()
+        for run in 0..<max(2, Self.runs / 2) {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let spans = run % 2 == 1
+            let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: Self.count * 2, spans: spans, threads: 3,
+                                          killAfter: .random(in: 0...250_000, using: &generator), failpoint: .mappingFaults)
+            let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+            XCTAssertEqual(recovery.status, 0, recovery.errors)
+            try assertDelivered(stress, in: folder, spans: spans, crashSafe: false, threads: 3, "lists in memory, run \(run)")
+            try assertLossesAreTails(stress, in: folder, spans: spans, threads: 3, "lists in memory, run \(run)")
+        }
+    }
+
+    /// Lists in memory whose IO cache cannot be retired (every rename fails): a publication whose cache
+    /// stays in place is undone, its staged envelopes removed, so the envelopes never move while the cache
+    /// holds their items as live; the next start delivers every item once. (They moved, and the cache's
+    /// items went out a second time.)
+    func testListsInMemoryWhoseCacheCannotBeRetiredDeliverEveryItemOnce() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let stress = try Demo.run(["stress", "--dir", folder.url.path, "--strategy", "doubleRotatingBuffer", "--count", "500",
+                                   "--spans", "--max-envelopes", "100000"], failpoint: .mappingFaults, failing: .retireFails)
+        XCTAssertEqual(stress.status, 0, stress.errors.suffix(500).description)
+        XCTAssertTrue(stress.errors.contains("keeps its lists in memory"), stress.errors.suffix(500).description)
+        let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "retirement failing")
+    }
+
     /// `removeAllData()` in the middle of a run, with a kill at a random moment before, during or after it.
     /// Once it returned (`removed` printed), nothing added before it is ever delivered, and with the
     /// crash-safe strategies every item acknowledged after it is, exactly once; whenever the kill lands,
@@ -279,6 +314,28 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "planted generation")
         let left = try FileManager.default.contentsOfDirectory(atPath: buffers.path)
         XCTAssertFalse(left.contains { $0.hasPrefix("recovering-") }, "claimed files left: \(left)")
+    }
+
+    /// A list marked `captured` before power loss took its unsynced envelopes, recovered after the restart
+    /// by a process killed once it moved the list into a generation of its own (dated this boot), before
+    /// marking it: the next start must not take that marker for this boot's, and publishes every item
+    /// once. (Moved with its old marker, the list's items were skipped as published: all lost.)
+    func testARecoveryKilledAfterMovingAListCapturedInAnotherBootLosesNothing() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishCaptured)
+        XCTAssertEqual(stress.status, -SIGKILL)
+        // Power loss: the envelopes were never synced; the restart is another boot.
+        let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+        for name in try FileManager.default.contentsOfDirectory(atPath: buffer.path) where name.hasPrefix("envelope-") {
+            try FileManager.default.removeItem(at: buffer.appendingPathComponent(name))
+        }
+        try Data("another boot".utf8).write(to: buffer.appendingPathComponent("boot"))
+        let interrupted = try Demo.recover(folder, .doubleRotatingBuffer, failpoint: .recoveryListMoved)
+        XCTAssertEqual(interrupted.status, -SIGKILL, "the step must have been reached: \(interrupted.errors.suffix(500))")
+        let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+        XCTAssertEqual(recovery.status, 0, recovery.errors)
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "moved, then killed")
     }
 
     /// A kill at each step of start-up recovery, then a second recovery.

@@ -274,6 +274,7 @@ final class CrashTests: XCTestCase {
                                     "--after", "60", "--spans", "--max-envelopes", "100000", "--fork-child"], backtrace: false)
             XCTAssertEqual(run.status, -SIGABRT, "\(strategy): \(run.errors.suffix(500))")
             let child = run.lines.filter { $0.hasPrefix("child ") }
+            XCTAssertFalse(child.contains { $0.hasPrefix("child hung") }, "\(strategy): \(child)")
             XCTAssertEqual(child.filter { $0.hasPrefix("child add") }, Array(repeating: "child add false", count: 5), "\(strategy)")
             XCTAssertEqual(child.filter { $0.hasPrefix("child status") }.count, 1, "\(strategy): the child ran and ended")
             var parent = run

@@ -38,6 +38,43 @@ final class CrashTortureTests: XCTestCase {
         }
     }
 
+    /// The DoubleRotatingBuffer with its lists in memory (as where a mapped page could fault: btrfs,
+    /// overlayfs; here every file system is taken for one, failpoint `mapping.faults`), two more threads
+    /// adding logs and spans: a real crash at a random moment across forwards delivers every acknowledged
+    /// item exactly once (the handler writes both lists out); a SIGKILL loses only what the IO caches had
+    /// not copied yet, the last items of each thread, and duplicates nothing.
+    func testListsInMemoryDeliverEveryAcknowledgedItemOnceAfterACrashAndLoseOnlyTheLastToAKill() throws {
+        var generator = SystemRandomNumberGenerator()
+        let kinds = ["segv", "abort", "bus", "fatal", "thread", "kill"]
+        let first = Int.random(in: 0..<kinds.count, using: &generator)
+        for run in 0..<max(2, Self.runs) {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let kind = kinds[(first + run) % kinds.count]
+            let count = Int.random(in: 1...3000, using: &generator)
+            let linger = Int.random(in: 0...3000, using: &generator)
+            let label = "lists in memory, run \(run): \(kind) after \(count) items, \(linger) µs later, two threads adding"
+            let crash = try Demo.run(["crash", "--kind", kind, "--dir", folder.url.path, "--strategy", "doubleRotatingBuffer",
+                                      "--after", String(count), "--linger-us", String(linger), "--spans", "--helpers", "2",
+                                      "--max-envelopes", "1000000"], failpoint: .mappingFaults, backtrace: false)
+            XCTAssertTrue(crash.status < 0, "\(label): died with status \(crash.status): \(crash.errors.suffix(500))")
+            XCTAssertTrue(crash.errors.contains("keeps its lists in memory"), "\(label): \(crash.errors.suffix(500))")
+            let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+            XCTAssertEqual(recovery.status, 0, recovery.errors)
+            try assertDelivered(crash, in: folder, spans: true, crashSafe: kind != "kill", threads: 3, label)
+            if kind == "kill" { try assertLossesAreTails(crash, in: folder, spans: true, threads: 3, label) }
+        }
+        // A kill 2 s (20 sync intervals) after the last add: the caches hold everything by then.
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let kill = try Demo.run(["crash", "--kind", "kill", "--dir", folder.url.path, "--strategy", "doubleRotatingBuffer",
+                                 "--after", "1500", "--linger-us", "2000000", "--spans", "--max-envelopes", "1000000"],
+                                failpoint: .mappingFaults, backtrace: false)
+        XCTAssertEqual(kill.status, -SIGKILL)
+        XCTAssertEqual(try Demo.recover(folder, .doubleRotatingBuffer).status, 0)
+        try assertDelivered(kill, in: folder, spans: true, crashSafe: true, "lists in memory, killed 2 s after the last add")
+    }
+
     /// Two more threads add all along while the crashing thread adds its items and dies: the signal lands
     /// while other threads are in the middle of adds (with DoubleRotatingBuffer on Linux, records reserved
     /// and not yet committed; with FlushAll, an append the handler must wait for). Every item acknowledged
