@@ -232,14 +232,20 @@ enum Crash {
     /// `fork()`s a child that adds five logs `child <n>` (printing `child add true|false`), then crashes; the
     /// parent waits for it (at most 20 s: then it prints `child hung`, kills it) and prints `child status <status>`.
     private static func forkChild(_ buffers: [TelemetryBuffer], trace: TraceID) {
+        // Everything the child needs is made before the fork: in the child, Swift code that looks up
+        // metadata or a conformance for the first time takes a lock of the runtime, which a thread that held
+        // it at the fork (the buffer's background queue) never releases there. The child only calls `add`,
+        // which returns before any such work in the child of a fork, and C.
+        let logs = (0..<5).map { Log(level: .info, body: "child \($0)", traceID: trace) }
+        let lines: [UnsafeMutablePointer<CChar>] = ["child add false\n", "child add true\n"].map { (text: String) in strdup(text)! }
         let child = tb_demo_fork()
         if child == 0 {
-            for index in 0..<5 {
-                let held = buffers.allSatisfy { $0.add(log: Log(level: .info, body: "child \(index)", traceID: trace)) }
-                let line = "child add \(held)\n"
-                _ = line.withCString { write(1, $0, strlen($0)) }
+            for log in logs {
+                var held = true
+                for buffer in buffers where !buffer.add(log: log) { held = false }
+                tb_demo_say(lines[held ? 1 : 0])
             }
-            nullDereference()
+            tb_demo_fault()
         }
         // A child that hangs (a lock another thread held at the fork, in code the child runs) would keep the
         // test's pipes open: after 20 s it is killed, saying where it waited.

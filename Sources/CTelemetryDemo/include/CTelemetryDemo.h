@@ -7,4 +7,12 @@
 /// the library's fork guards). The demo builds for macOS and Linux only; watchOS and tvOS prohibit `fork`.
 pid_t tb_demo_fork(void);
 
+/// Writes `text` to standard output with one `write`: for the child of a `fork()`, where Swift code that
+/// takes a lock of the runtime (a metadata or conformance lookup) can wait forever for a thread that
+/// held it at the fork and does not exist in the child.
+void tb_demo_say(const char *text);
+
+/// Stores through a null pointer (a SIGSEGV at this instruction), likewise for the child of a `fork()`.
+void tb_demo_fault(void);
+
 #endif
