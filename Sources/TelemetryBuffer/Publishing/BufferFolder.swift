@@ -100,6 +100,18 @@ final class BufferFolder: @unchecked Sendable {
     /// that version, never moved, removed or reused by this one.
     private var setAside: [Range<UInt64>] = []
 
+    /// Staged envelopes a strategy holds back from moving until its publication is complete (see
+    /// `withhold`). Background queue.
+    private var withheld: [Range<UInt64>] = []
+
+    /// Keeps the staged envelopes `range` names from moving until `release(_:)`: while no file says they
+    /// are published (a list in memory whose cache could not be retired), a kill must find them staged,
+    /// for recovery to judge them against the cache that holds their items.
+    func withhold(_ range: Range<UInt64>) { if !withheld.contains(range) { withheld.append(range) } }
+
+    /// Lets the envelopes `withhold` kept back move again.
+    func release(_ range: Range<UInt64>) { withheld.removeAll { $0 == range } }
+
     /// Leaves the envelopes `markers` name to the version that wrote them (see `setAside`).
     func leave(markers: [RecordFraming.Publication]) {
         setAside = markers.filter { $0.state != .idle }.map(\.envelopes)
@@ -189,10 +201,10 @@ final class BufferFolder: @unchecked Sendable {
 
     /// The paths of the staged envelopes to move, oldest first: before recovery is done only this
     /// process's, and none once the folder is released (they are then the next buffer's to move); never
-    /// those of a file set aside.
+    /// those of a file set aside, nor those withheld.
     func stagedPaths() throws -> [String] {
         guard !isReleased else { return [] }
-        let staged = try stagedEnvelopes().filter { staged in !setAside.contains { $0.contains(staged.index) } }
+        let staged = try stagedEnvelopes().filter { staged in !(setAside + withheld).contains { $0.contains(staged.index) } }
         // Called between publications, with nothing reserved and not yet staged: what is no longer staged
         // was moved or removed, so the set stays as small as what waits (a recovery that failed would
         // otherwise let it grow with every forward).

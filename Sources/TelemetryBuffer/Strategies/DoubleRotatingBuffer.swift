@@ -281,19 +281,14 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             if let spare, folder.isOurs(spare) {
                 unsynced.withLock { $0.spares.append(spare) }
             }
-            if listsInMemory, !io.sync(execute: { caches[index].moved }) {
-                // No file says the list was published (its marker is in memory) and its cache, still in place,
-                // holds its items as live: the publication is undone, or the envelopes would move and a later
-                // start publish the cache's items again. Claimed meanwhile, the handler's file says `captured`,
-                // and the envelopes stay for it.
-                let publication = lists[index].publication
-                if (try? lists[index].mark(.idle)) != nil { folder.removeStaged(publication) }
-                unretired = nil
-                throw error
-            }
+            // No file says a list in memory was published (its marker is in memory), and its cache, still in
+            // place, holds its items as live: its envelopes stay staged until the retirement is done, so that
+            // a kill meanwhile leaves them for recovery to drop in favour of the cache, never both.
+            if listsInMemory, !io.sync(execute: { caches[index].moved }) { folder.withhold(lists[index].publication.envelopes) }
             unretired = (index, published)
             throw error
         }
+        if listsInMemory { folder.release(lists[index].publication.envelopes) }
         unretired = nil
         return published
     }

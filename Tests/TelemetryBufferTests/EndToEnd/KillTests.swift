@@ -74,10 +74,10 @@ final class KillTests: XCTestCase {
         }
     }
 
-    /// Lists in memory whose IO cache cannot be retired (every rename fails): a publication whose cache
-    /// stays in place is undone, its staged envelopes removed, so the envelopes never move while the cache
-    /// holds their items as live; the next start delivers every item once. (They moved, and the cache's
-    /// items went out a second time.)
+    /// Lists in memory whose IO cache cannot be retired (every rename fails): the envelopes of a publication
+    /// whose cache stays in place stay staged, never moved while the cache holds their items as live; the
+    /// next start drops them for the cache and delivers every item once. (They moved, and the cache's items
+    /// went out a second time.)
     func testListsInMemoryWhoseCacheCannotBeRetiredDeliverEveryItemOnce() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
