@@ -136,11 +136,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// its cache is retired (the fresh cache would take the published records).
     private func mirror() {
         dispatchPrecondition(condition: .onQueue(io))
-        let index = regions.activeIndex
+        let (index, otherPending) = regions.activeAndPending
         do {
             // The older list first: a kill or a failure in between then loses only newer items.
             var wrote = false
-            if listsInMemory, !retiredUnreset.contains(index ^ 1) {
+            if listsInMemory, otherPending, !retiredUnreset.contains(index ^ 1) {
                 wrote = try caches[index ^ 1].catchUp(with: lists[index ^ 1])
                 try caches[index ^ 1].sync()
             }

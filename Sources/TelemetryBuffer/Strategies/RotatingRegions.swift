@@ -279,6 +279,10 @@ final class RotatingRegions: @unchecked Sendable {
     /// The region callers append to now.
     var activeIndex: Int { state.withLock { $0.active } }
 
+    /// The region callers append to now, and whether the other one waits to be forwarded (it is then the
+    /// older of the two), read together.
+    var activeAndPending: (active: Int, otherPending: Bool) { state.withLock { ($0.active, $0.pending) } }
+
     /// Rejects every later append, and returns once the appends under way have committed their records.
     /// Background queue (no forward meanwhile).
     func close() {
