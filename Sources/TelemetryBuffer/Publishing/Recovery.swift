@@ -28,8 +28,6 @@ enum Recovery {
     /// background queue before any forward (a file creation less for the creating thread).
     static func claim(folder: BufferFolder) throws -> Bool {
         let names = try folder.names()
-        // The smallest generation no claimed file has: unique, and never past what `claimedName` reads back
-        // (a planted `recovering-2147483647-x` made the next one unreadable, orphaning what it claimed).
         let generation = unusedGeneration(names)
         var claimedNames = names.filter { BufferFile(name: $0)?.claim != nil }
         // A link, FIFO or someone else's file with a buffer file's name is not ours to move.

@@ -21,9 +21,10 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
         var lock: FolderLock?
         /// A removal (`removeAllData`, a revocation) that could not reach the folder: it runs once it opens.
         var removalOwed = false
+        /// The folder's strategy, once the takeover built it: every item goes there from then on.
         var started: (any BufferStrategy)?
-        /// A takeover is building the folder's parts: one called meanwhile (a transport's `send` that
-        /// flushes) does nothing.
+        /// A takeover is building the folder's parts: one reached from within it (a forward that code run
+        /// during the build starts) does nothing.
         var opening = false
         /// No takeover from now on (`seal`), nor any item before one (`close`).
         var sealed = false
