@@ -48,7 +48,7 @@ struct BufferAssembly: Sendable {
                             organizationID: dsn.organizationID))
         batcher = EnvelopeBatcher(
             encoder: envelopes, reports: reports, diagnostics: diagnostics,
-            maxLogs: options.maxLogsPerBatch, maxSpans: options.maxSpansPerBatch, maxBytes: options.maxBatchBytes)
+            limits: options.batchLimits, maxBytes: options.maxBatchBytes)
         queue = DispatchQueue(label: "io.telemetrybuffer.\(directory.lastPathComponent.prefix(8))", qos: .utility)
     }
 }

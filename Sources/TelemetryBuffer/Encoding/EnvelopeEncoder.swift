@@ -2,9 +2,10 @@ import Foundation
 
 /// Lays out envelopes around stored item payloads, which go in verbatim (see `EnvelopeParts`).
 ///
-/// Logs go into `log` items of at most `maxLogs` logs; spans into one envelope per trace with at most
-/// `maxSpans` spans and the trace's sampling context as the `trace` header. The uploader appends a
-/// `client_report` item when it sends. Every `length` is the payload's byte count; every line ends in one LF.
+/// Each envelope holds one item of one signal (its `type` and `content_type` from the signal's
+/// description); an envelope of one trace's items carries the trace's sampling context as its `trace`
+/// header. The uploader appends a `client_report` item when it sends. Every `length` is the payload's byte
+/// count; every line ends in one LF.
 struct EnvelopeEncoder: Sendable {
     /// The values of the dynamic sampling context that do not depend on the trace.
     struct SamplingContext: Sendable {
@@ -15,12 +16,12 @@ struct EnvelopeEncoder: Sendable {
         var organizationID: String?
     }
 
-    /// The header line of log envelopes: `{"dsn":…,"sdk":{…}}` LF.
-    let logHeader: [UInt8]
-    /// The header line of span envelopes around the trace ID's 32 hex digits:
+    /// The header line of envelopes without a trace: `{"dsn":…,"sdk":{…}}` LF.
+    let plainHeader: [UInt8]
+    /// The header line of envelopes of one trace, around the trace ID's 32 hex digits:
     /// `{"dsn":…,"sdk":{…},"trace":{"trace_id":"` … `","public_key":…}}` LF.
-    let spanHeaderPrefix: [UInt8]
-    let spanHeaderSuffix: [UInt8]
+    let tracedHeaderPrefix: [UInt8]
+    let tracedHeaderSuffix: [UInt8]
 
     init(dsn: DSN, sdkName: String, sdkVersion: String, sampling: SamplingContext) {
         func bytes(_ write: (inout JSONWriter) -> Void) -> [UInt8] {
@@ -39,10 +40,10 @@ struct EnvelopeEncoder: Sendable {
             writer.string(sdkVersion)
             writer.byte(0x7D)
         }
-        logHeader = common + Array("}\n".utf8)
-        spanHeaderPrefix = common + Array(",\"trace\":{\"trace_id\":\"".utf8)
+        plainHeader = common + Array("}\n".utf8)
+        tracedHeaderPrefix = common + Array(",\"trace\":{\"trace_id\":\"".utf8)
         // The sampling context (strings only): the app's rate; every buffered span was sampled.
-        spanHeaderSuffix = bytes { writer in
+        tracedHeaderSuffix = bytes { writer in
             writer.raw("\",\"public_key\":")
             writer.string(sampling.publicKey)
             writer.raw(",\"sample_rate\":")
@@ -64,23 +65,26 @@ struct EnvelopeEncoder: Sendable {
         }
     }
 
-    /// One envelope of logs (`payloads.count` ≤ 100 by the caller's batching).
-    func logs(_ payloads: [UnsafeRawBufferPointer]) -> EnvelopeParts {
+    /// One envelope of `category`'s items (at most its limit, by the caller's batching), of the one
+    /// `trace` they belong to if given (then with the trace's sampling context as the `trace` header).
+    func envelope(_ payloads: [UnsafeRawBufferPointer], of category: ItemCategory, trace: TraceID? = nil) -> EnvelopeParts {
         parts(payloads) { writer, length in
-            writer.raw(logHeader)
-            itemHeader("{\"type\":\"log\",\"item_count\":", contentType: "application/vnd.sentry.items.log+json",
-                       count: payloads.count, length: length, into: &writer)
-        }
-    }
-
-    /// One envelope of spans of one trace.
-    func spans(_ payloads: [UnsafeRawBufferPointer], trace: TraceID) -> EnvelopeParts {
-        parts(payloads) { writer, length in
-            writer.raw(spanHeaderPrefix)
-            writer.traceID(trace)
-            writer.raw(spanHeaderSuffix)
-            itemHeader("{\"type\":\"span\",\"item_count\":", contentType: "application/vnd.sentry.items.span.v2+json",
-                       count: payloads.count, length: length, into: &writer)
+            if let trace {
+                writer.raw(tracedHeaderPrefix)
+                writer.traceID(trace)
+                writer.raw(tracedHeaderSuffix)
+            } else {
+                writer.raw(plainHeader)
+            }
+            writer.raw("{\"type\":")
+            writer.string(category.envelopeItemType)
+            writer.raw(",\"item_count\":")
+            writer.integer(Int64(payloads.count))
+            writer.raw(",\"content_type\":\"")
+            writer.raw(category.contentType)
+            writer.raw("\",\"length\":")
+            writer.integer(Int64(length))
+            writer.raw("}\n")
         }
     }
 
@@ -94,17 +98,6 @@ struct EnvelopeEncoder: Sendable {
         writer.raw("{\"items\":[")
         writer.finish()
         return EnvelopeParts(head: buffer.toArray(), payloads: payloads)
-    }
-
-    private func itemHeader(_ start: StaticString, contentType: StaticString, count: Int, length: Int,
-                            into writer: inout JSONWriter) {
-        writer.raw(start)
-        writer.integer(Int64(count))
-        writer.raw(",\"content_type\":\"")
-        writer.raw(contentType)
-        writer.raw("\",\"length\":")
-        writer.integer(Int64(length))
-        writer.raw("}\n")
     }
 
     /// `{"type":"client_report","length":n}` LF payload LF.

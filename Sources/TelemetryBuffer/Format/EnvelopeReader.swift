@@ -108,7 +108,7 @@ struct EnvelopeReader {
         for item in items {
             guard let category = ItemCategory(envelopeItemType: item.type) else { continue }
             counts.append((category.dataCategory, item.itemCount ?? 1))
-            if category == .log { counts.append((.logByte, item.payload.count)) }
+            if let bytes = category.byteCategory { counts.append((bytes, item.payload.count)) }
         }
         return counts
     }

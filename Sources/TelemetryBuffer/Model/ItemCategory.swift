@@ -1,14 +1,50 @@
-/// What a stored record holds. The raw value is the category byte of the record framing (`TB_CATEGORY_*`
-/// in BufferFormat.h; raw values must be literals, so `FormatAgreementTests` checks them).
+/// The kinds of telemetry a buffer carries (its signals), each described once: everything that differs
+/// between them is said here (how a record names it, how its items travel in envelopes, how drops and
+/// rate limits count them, the batch rules), and the rest of the library reads it from here rather than
+/// switch over signals. The raw value is the category byte of the record framing (`TB_CATEGORY_*` in
+/// BufferFormat.h; raw values must be literals, so `FormatAgreementTests` checks them).
 enum ItemCategory: UInt8, Sendable, CaseIterable {
     case log = 1
     case span = 2
+
+    /// How the items of a signal share envelopes (the protocol's rule, §1.3).
+    enum Grouping: Sendable {
+        /// Items of any traces in one item per envelope, in order of arrival, without a `trace` header.
+        case anyTraces
+        /// One trace per envelope, which carries the trace's sampling context as its `trace` header.
+        case oneTracePerEnvelope
+    }
 
     /// The `type` of the envelope items that carry it.
     var envelopeItemType: String {
         switch self {
         case .log: "log"
         case .span: "span"
+        }
+    }
+
+    /// The `content_type` of those envelope items.
+    var contentType: StaticString {
+        switch self {
+        case .log: "application/vnd.sentry.items.log+json"
+        case .span: "application/vnd.sentry.items.span.v2+json"
+        }
+    }
+
+    /// How its items share envelopes.
+    var grouping: Grouping {
+        switch self {
+        case .log: .anyTraces
+        case .span: .oneTracePerEnvelope
+        }
+    }
+
+    /// The most items of it a batch holds, whatever its limit (the logs spec's 1000 queued logs); `nil`
+    /// for none but the batch's bytes.
+    var queueCap: Int? {
+        switch self {
+        case .log: 1000
+        case .span: nil
         }
     }
 
@@ -24,6 +60,46 @@ enum ItemCategory: UInt8, Sendable, CaseIterable {
         case .log: .logItem
         case .span: .span
         }
+    }
+
+    /// Whether an envelope of it ranks, when the stored envelopes must be evicted, by the highest log
+    /// level its items carry (logs); else it ranks as `info`.
+    var ranksByLevel: Bool {
+        switch self {
+        case .log: true
+        case .span: false
+        }
+    }
+
+    /// The most items of it an envelope (and a batch) holds: the option that says so.
+    func batchLimit(in options: TelemetryBuffer.Options) -> Int {
+        switch self {
+        case .log: options.maxLogsPerBatch
+        case .span: options.maxSpansPerBatch
+        }
+    }
+
+    /// How client reports count a dropped item's bytes, for a signal billed by size (logs); `nil` else.
+    var byteCategory: DataCategory? {
+        switch self {
+        case .log: .logByte
+        case .span: nil
+        }
+    }
+}
+
+/// The most items of each signal one envelope (and one batch) may hold: the options' limits, keyed by
+/// signal, so that they travel as one value.
+struct BatchLimits: Sendable {
+    private var limits = [Int](repeating: .max, count: Int(ItemCategory.allCases.map(\.rawValue).max()!) + 1)
+
+    /// Every signal's limit from `limit`.
+    init(_ limit: (ItemCategory) -> Int) {
+        for category in ItemCategory.allCases { limits[Int(category.rawValue)] = limit(category) }
+    }
+
+    subscript(_ category: ItemCategory) -> Int {
+        @inline(__always) get { limits[Int(category.rawValue)] }
     }
 }
 

@@ -1,23 +1,29 @@
 /// What one batch holds (a region of `RotatingRegions`, or FileStreamCache's `cache` file), and the rules
-/// every strategy shares: the per-category limits that end a batch, the logs spec's cap of 1000 queued
-/// logs, and the overflow rule for spans.
+/// every strategy shares: the per-signal limits that end a batch, a signal's cap (the logs spec's 1000
+/// queued logs), and the overflow rule for spans.
 ///
 /// The overflow rule: a span dropped for lack of room cuts its trace for the rest of the batch, so later
 /// spans of that trace are dropped too and the trace ends at the overflow instead of arriving with holes.
 /// (The span-buffer spec drops a whole trace; spans already accepted are kept, because `add` acknowledged
 /// them.) A batch remembers at most 16 cut traces.
 struct BatchTally {
-    private static let maxQueuedLogs = 1000
     private static let maxCutTraces = 16
-    /// 32-bit, so that `RotatingRegions`' state, with two tallies, fits one cache line: a batch holds at
-    /// most `maxBatchBytes` (1 MiB) of records, each over 25 bytes.
-    private var logCount: Int32 = 0
-    private var spanCount: Int32 = 0
+    /// Items of each signal, by its category byte: 32-bit and in line, so that `RotatingRegions`' state,
+    /// with two tallies, fits one cache line (a batch holds at most `maxBatchBytes`, 1 MiB, of records,
+    /// each over 25 bytes). Room for signals with category bytes up to 3.
+    private var counts: (Int32, Int32, Int32, Int32) = (0, 0, 0, 0)
     private var cutTraces: [TraceID] = []
 
-    var logs: Int { Int(logCount) }
-    var spans: Int { Int(spanCount) }
-    var items: Int { logs + spans }
+    /// Category bytes the counts have room for (checked by `FormatAgreementTests`).
+    static let maxSignals = 4
+
+    /// Items of `category` the batch holds.
+    @inline(__always)
+    func count(of category: ItemCategory) -> Int {
+        withUnsafeBytes(of: counts) { Int($0.load(fromByteOffset: Int(category.rawValue) * 4, as: Int32.self)) }
+    }
+
+    var items: Int { Int(counts.0) + Int(counts.1) + Int(counts.2) + Int(counts.3) }
 
     /// Whether the item belongs to a trace an earlier overflow in this batch cut.
     @inline(__always)
@@ -26,28 +32,28 @@ struct BatchTally {
         return cutTraces.contains(trace)
     }
 
-    /// Whether the batch may take another item of `category` (whether the bytes fit is the caller's to say).
+    /// Whether the batch may take another item of `category` (its signal's cap; whether the bytes fit is
+    /// the caller's to say).
     @inline(__always)
-    func hasRoom(for category: ItemCategory) -> Bool { category != .log || logs < Self.maxQueuedLogs }
+    func hasRoom(for category: ItemCategory) -> Bool { category.queueCap.map { count(of: category) < $0 } ?? true }
 
-    /// Whether the batch holds as many logs or spans as a batch may (what `count` reported once).
-    func reachedLimit(maxLogs: Int, maxSpans: Int) -> Bool { logs >= maxLogs || spans >= maxSpans }
+    /// Whether the batch holds as many items of a signal as a batch may (what `count` reported once).
+    func reachedLimit(_ limits: BatchLimits) -> Bool { ItemCategory.allCases.contains { count(of: $0) >= limits[$0] } }
 
     /// Notes that `item` was dropped for lack of room: a span cuts its trace.
     mutating func overflowed(_ item: EncodedItem) {
         if let trace = item.traceID, cutTraces.count < Self.maxCutTraces { cutTraces.append(trace) }
     }
 
-    /// Counts an accepted item; returns whether it brought its category to its limit.
+    /// Counts an accepted item; returns whether it brought its signal to its limit.
     @inline(__always)
-    mutating func count(_ category: ItemCategory, maxLogs: Int, maxSpans: Int) -> Bool {
-        switch category {
-        case .log:
-            logCount += 1
-            return logs == maxLogs
-        case .span:
-            spanCount += 1
-            return spans == maxSpans
+    mutating func count(_ category: ItemCategory, limits: BatchLimits) -> Bool {
+        let count = withUnsafeMutableBytes(of: &counts) { counts in
+            let offset = Int(category.rawValue) * 4
+            let count = counts.load(fromByteOffset: offset, as: Int32.self) + 1
+            counts.storeBytes(of: count, toByteOffset: offset, as: Int32.self)
+            return Int(count)
         }
+        return count == limits[category]
     }
 }

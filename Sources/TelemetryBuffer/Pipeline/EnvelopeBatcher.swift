@@ -1,10 +1,12 @@
 /// Turns framed records into envelopes: the one path from any strategy's storage (and start-up recovery)
 /// to the transport.
 ///
-/// Logs keep their order and go `maxLogs` to an envelope; spans are grouped by trace, in order of first
-/// appearance, `maxSpans` to an envelope; and no envelope's payloads pass `maxBytes` together (a buffer's
-/// batch never does, but recovery publishes up to 8 MiB at once: its envelopes went past what the uploader
-/// and the protocol take). (Client reports ride at upload time, see `Uploader`.)
+/// Each signal's items go as its description says (`ItemCategory.grouping`): logs keep their order, any
+/// traces in one envelope; spans are grouped by trace, in order of first appearance, one trace per
+/// envelope. At most a signal's limit (`limits`) goes to an envelope, and no envelope's payloads pass
+/// `maxBytes` together (a buffer's batch never does, but recovery publishes up to 8 MiB at once: its
+/// envelopes went past what the uploader and the protocol take). Signals go in the order of their first
+/// item. (Client reports ride at upload time, see `Uploader`.)
 struct EnvelopeBatcher: Sendable {
     /// One envelope. Its payloads point into the records it was made from.
     struct Batch {
@@ -14,48 +16,50 @@ struct EnvelopeBatcher: Sendable {
     let encoder: EnvelopeEncoder
     let reports: ClientReportRecorder
     let diagnostics: Diagnostics
-    let maxLogs: Int
-    let maxSpans: Int
+    let limits: BatchLimits
     let maxBytes: Int
 
     /// The envelopes for the records framed in `records`, in order of arrival.
     func batches(_ records: RecordLanes) -> [Batch] {
-        var logs: [UnsafeRawBufferPointer] = []
-        var traces: [TraceID] = []
-        var spans: [TraceID: [UnsafeRawBufferPointer]] = [:]
-        var lastSpan: (prefix: UnsafeRawBufferPointer, trace: TraceID)?
+        // Each signal's payloads, in order of arrival: one group for a signal of any traces, one per trace
+        // (in order of first appearance) for a signal of one trace per envelope.
+        struct Group {
+            var category: ItemCategory
+            var trace: TraceID?
+            var payloads: [UnsafeRawBufferPointer] = []
+        }
+        var groups: [Group] = []
+        var open: [ItemCategory: Int] = [:], traced: [TraceID: Int] = [:]
+        var lastTraced: (prefix: UnsafeRawBufferPointer, group: Int)?
         let scan = records.forEachRecord { record in
-            switch record.category {
-            case .log:
-                logs.append(record.payload)
-            case .span:
-                // Spans of one trace tend to come in runs: the same leading bytes as the last span's
-                // mean the same trace, without parsing it again.
-                if let last = lastSpan, record.payload.starts(with: last.prefix) {
-                    spans[last.trace]!.append(record.payload)
-                    return
+            switch record.category.grouping {
+            case .anyTraces:
+                let group = open[record.category] ?? { groups.append(Group(category: record.category)); return groups.count - 1 }()
+                open[record.category] = group
+                groups[group].payloads.append(record.payload)
+            case .oneTracePerEnvelope:
+                // Items of one trace tend to come in runs: the same leading bytes as the last one's mean the
+                // same trace, without parsing it again.
+                if let last = lastTraced, record.payload.starts(with: last.prefix), groups[last.group].category == record.category {
+                    return groups[last.group].payloads.append(record.payload)
                 }
                 guard let trace = ItemEncoder.traceID(ofSpan: record.payload) else {
-                    return reports.record(.internalSDKError, .span)
+                    return reports.record(.internalSDKError, record.category.dataCategory)
                 }
-                if spans[trace] == nil { traces.append(trace) }
-                spans[trace, default: []].append(record.payload)
-                lastSpan = (UnsafeRawBufferPointer(rebasing: record.payload.prefix(ItemEncoder.spanTracePrefixLength)), trace)
+                let group = traced[trace] ?? { groups.append(Group(category: record.category, trace: trace)); return groups.count - 1 }()
+                traced[trace] = group
+                groups[group].payloads.append(record.payload)
+                lastTraced = (UnsafeRawBufferPointer(rebasing: record.payload.prefix(ItemEncoder.spanTracePrefixLength)), group)
             }
         }
         if scan.discardedBytes > 0 {
             diagnostics.log(.error, "\(scan.discardedBytes) buffered bytes were not valid records and were skipped")
         }
-
-        var batches = logs.chunks(of: maxLogs, bytes: maxBytes).map { chunk in
-            Batch(parts: encoder.logs(chunk))
-        }
-        for trace in traces {
-            for chunk in spans[trace]!.chunks(of: maxSpans, bytes: maxBytes) {
-                batches.append(Batch(parts: encoder.spans(chunk, trace: trace)))
+        return groups.flatMap { group in
+            group.payloads.chunks(of: limits[group.category], bytes: maxBytes).map { chunk in
+                Batch(parts: encoder.envelope(chunk, of: group.category, trace: group.trace))
             }
         }
-        return batches
     }
 
     /// Stages batches exactly once for the buffer file `mark` writes the publication marker of: the

@@ -59,19 +59,18 @@ final class ClientReportRecorder: Sendable {
         }
     }
 
-    /// Records one dropped item: a log as `log_item` and its `log_byte`s, a span as `span`.
+    /// Records one dropped item: as its signal's item category, and its bytes as its byte category if it
+    /// has one (a log: `log_item` and `log_byte`; a span: `span`).
     func recordDrop(of category: ItemCategory, bytes: Int, reason: DiscardReason) {
-        switch category {
-        case .log:
-            let itemSlot = Self.slot(reason, .logItem), byteSlot = Self.slot(reason, .logByte)
-            counts.withLock {
-                $0.pending[itemSlot] = $0.pending[itemSlot].saturatingAdding(1)
+        let itemSlot = Self.slot(reason, category.dataCategory)
+        let byteSlot = category.byteCategory.map { Self.slot(reason, $0) }
+        counts.withLock {
+            $0.pending[itemSlot] = $0.pending[itemSlot].saturatingAdding(1)
+            $0.total[itemSlot] = $0.total[itemSlot].saturatingAdding(1)
+            if let byteSlot {
                 $0.pending[byteSlot] = $0.pending[byteSlot].saturatingAdding(bytes)
-                $0.total[itemSlot] = $0.total[itemSlot].saturatingAdding(1)
                 $0.total[byteSlot] = $0.total[byteSlot].saturatingAdding(bytes)
             }
-        case .span:
-            record(reason, .span)
         }
     }
 

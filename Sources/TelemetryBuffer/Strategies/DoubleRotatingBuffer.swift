@@ -97,7 +97,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         }
         caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFile.asyncIOCache($0).name) }
         unsynced = Locked(Unsynced())
-        regions = RotatingRegions(lists[0], lists[1], maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans, claimable: listsInMemory)
+        regions = RotatingRegions(lists[0], lists[1], limits: batcher.limits, claimable: listsInMemory)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
         ioInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))

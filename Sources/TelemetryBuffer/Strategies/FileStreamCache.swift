@@ -169,7 +169,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         }
         let wasEmpty = cacheBytes == 0
         cacheBytes += size
-        let limitReached = tally.count(item.category, maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
+        let limitReached = tally.count(item.category, limits: batcher.limits)
         return .accepted(startTimer: wasEmpty, forwardNow: rotated || limitReached)
     }
 
@@ -245,7 +245,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                     guard cacheBytes > 0 else { return false }
                     // Only the batch that reached a limit: a wake-up for one that a flush forwarded since
                     // would forward part of the next batch.
-                    let due = tally.reachedLimit(maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans)
+                    let due = tally.reachedLimit(batcher.limits)
                     guard everything || due else { return false }
                     do { try rotate() } catch {
                         batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")

@@ -34,7 +34,7 @@ final class FlushAll: BufferStrategy {
         regions = RotatingRegions(
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
-            maxLogs: batcher.maxLogs, maxSpans: batcher.maxSpans, claimable: true)
+            limits: batcher.limits, claimable: true)
     }
 
     func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }

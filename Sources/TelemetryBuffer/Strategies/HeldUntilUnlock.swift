@@ -32,6 +32,8 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
     }
 
     private let state = Locked(State())
+    /// No batch limit: what is held is one region's bytes (and a signal's cap).
+    private static let unlimited = BatchLimits { _ in .max }
     private let region: RecordRegion
     private let reports: ClientReportRecorder
 
@@ -75,7 +77,7 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
             region.append(category: item.category, id: ItemID(nonce: 0, sequence: 0), payload: item.payload,
                           payloadCRC: item.payloadCRC)
             // No timer, no wake-up: nothing can be forwarded before the folder opens.
-            _ = state.tally.count(item.category, maxLogs: .max, maxSpans: .max)
+            _ = state.tally.count(item.category, limits: Self.unlimited)
             return .accepted(startTimer: false, forwardNow: false)
         }
         return outcome ?? started!.append(item)

@@ -68,8 +68,7 @@ final class RotatingRegions: @unchecked Sendable {
     private let first: RecordRegion
     private let second: RecordRegion
     private let unmanaged: (Unmanaged<RecordRegion>, Unmanaged<RecordRegion>)
-    private let maxLogs: Int
-    private let maxSpans: Int
+    private let limits: BatchLimits
     /// The lanes of each region: 1 or 2.
     private let lanes: Int
     /// Bytes of records lane 1 of a region can hold (lane 0 holds whatever the region does).
@@ -81,16 +80,15 @@ final class RotatingRegions: @unchecked Sendable {
     /// Whether appends write and commit their records after releasing the lock (see above).
     private let copiesOutsideTheLock: Bool
 
-    /// Logs or spans that reach `maxLogs` or `maxSpans` in a region ask for a forward.
-    init(_ first: RecordRegion, _ second: RecordRegion, maxLogs: Int, maxSpans: Int, claimable: Bool = false) {
+    /// Items of a signal that reach its limit in a region ask for a forward.
+    init(_ first: RecordRegion, _ second: RecordRegion, limits: BatchLimits, claimable: Bool = false) {
         precondition(first.laneCount == second.laneCount && (1...2).contains(first.laneCount))
         lanes = first.laneCount
         laneOneCapacity = lanes > 1 ? first.capacity(lane: 1) : 0
         self.first = first
         self.second = second
         unmanaged = (.passUnretained(first), .passUnretained(second))
-        self.maxLogs = maxLogs
-        self.maxSpans = maxSpans
+        self.limits = limits
         appending = claimable ? .allocate(capacity: 1) : nil
         appending?.initialize(to: 0)
         #if canImport(Darwin)
@@ -149,7 +147,7 @@ final class RotatingRegions: @unchecked Sendable {
         place = (active, lane, offset, state.sequence)
         state.sequence &+= 1
         state.setLength(active, lane: lane, offset + RecordFraming.recordHeaderSize + item.payload.count)
-        let limitReached = state.tally(active) { $0.count(item.category, maxLogs: maxLogs, maxSpans: maxSpans) }
+        let limitReached = state.tally(active) { $0.count(item.category, limits: limits) }
         return .accepted(startTimer: empty, forwardNow: rotated || limitReached)
     }
 
@@ -205,7 +203,7 @@ final class RotatingRegions: @unchecked Sendable {
         let due: (index: Int, lengths: (Int, Int))? = state.withLock { state in
             if !state.pending {
                 guard state.length(state.active) != 0 else { return nil }
-                if dueOnly, !state.tally(state.active, { $0.reachedLimit(maxLogs: maxLogs, maxSpans: maxSpans) }) { return nil }
+                if dueOnly, !state.tally(state.active, { $0.reachedLimit(limits) }) { return nil }
                 state.active ^= 1
                 state.pending = true
             }

@@ -8,39 +8,40 @@ import Foundation
 /// atomic loads, and the clock only while a limit is set.
 /// (`@unchecked`: the deadlines are only ever touched with atomic loads and stores.)
 final class RateLimits: @unchecked Sendable {
-    /// The categories a limit can name that concern this library.
-    enum Category: Int, CaseIterable, Sendable {
-        case all, logItem, span
+    /// The categories a limit can name that concern this library: all, and each signal's item category.
+    struct Category: Hashable, Sendable {
+        /// The deadline's slot: 0 for all, a signal's category byte for its items.
+        let rawValue: Int
 
-        /// The limit that holds items of a data category (`log_byte` has none of its own).
-        init?(_ category: DataCategory) {
-            switch category {
-            case .logItem: self = .logItem
-            case .span: self = .span
-            case .logByte: return nil
-            }
-        }
+        /// Every category.
+        static let all = Category(rawValue: 0)
 
-        /// The category a header names (`log_item`, `span`), `nil` for one this library does not send.
+        /// How many slots the categories take.
+        static let count = Int(ItemCategory.allCases.map(\.rawValue).max()!) + 1
+
+        /// The limit that holds the items of a signal.
+        init(_ item: ItemCategory) { rawValue = Int(item.rawValue) }
+
+        private init(rawValue: Int) { self.rawValue = rawValue }
+
+        /// The category a header names (`log_item`, `span`), `nil` for one this library does not send
+        /// (`log_byte` included: no signal's items are counted by it).
         init?(_ name: Substring) {
-            guard let category = DataCategory(rawValue: String(name)).flatMap(Self.init) else { return nil }
-            self = category
+            guard let signal = ItemCategory.allCases.first(where: { $0.dataCategory.rawValue == name }) else { return nil }
+            self.init(signal)
         }
-
-        /// The limit that holds the items a buffer holds.
-        init(_ item: ItemCategory) { self = Self(item.dataCategory)! }
     }
 
     /// µs since 1970 until which each category is limited (0 when it is not), then the refusal flag.
-    private let deadlines = UnsafeMutablePointer<UInt64>.allocate(capacity: Category.allCases.count + 1)
-    private var refused: UnsafeMutablePointer<UInt64> { deadlines + Category.allCases.count }
+    private let deadlines = UnsafeMutablePointer<UInt64>.allocate(capacity: Category.count + 1)
+    private var refused: UnsafeMutablePointer<UInt64> { deadlines + Category.count }
 
     /// What `add` asks for the time, only while a limit is set.
     private let clock: any Clock
 
     init(clock: any Clock = SystemClock()) {
         self.clock = clock
-        deadlines.initialize(repeating: 0, count: Category.allCases.count + 1)
+        deadlines.initialize(repeating: 0, count: Category.count + 1)
     }
 
     deinit { deadlines.deallocate() }

@@ -21,7 +21,7 @@ final class FileTransportTests: XCTestCase {
             Log(level: level, body: body, traceID: TraceID(high: 1, low: 2), timestamp: Date(timeIntervalSince1970: 1_767_261_600),
                 attributes: ["level": "fatal"]), into: &writer)
         writer.finish()
-        return encoder.logs([buffer.bytes]).envelope
+        return encoder.envelope([buffer.bytes], of: .log).envelope
     }
 
     private func bodies() throws -> [String] { try logBodies(in: folder) }
@@ -101,7 +101,7 @@ final class FileTransportTests: XCTestCase {
     func testTheCountLimitEvictsByLevelAndSpansCountAsInfo() throws {
         let transport = try FileTransport(directory: folder, maxEnvelopes: 1)
         let payload = Array(#"{"trace_id":"00000000000000010000000000000002","span_id":"0000000000000003","name":"s"}"#.utf8)
-        let span = payload.withUnsafeBytes { encoder.spans([$0], trace: TraceID(high: 1, low: 2)).envelope }
+        let span = payload.withUnsafeBytes { encoder.envelope([$0], of: .span, trace: TraceID(high: 1, low: 2)).envelope }
         try transport.send(span)
         try transport.send(envelope("debug", level: .debug))
         XCTAssertEqual(try walkEnvelopes(in: folder).map { $0.items[0].type }, ["span"], "debug goes before a span")

@@ -734,7 +734,7 @@ final class StorageTests: XCTestCase {
     func testAForwardTakesARegionOnlyOnceItsRecordsAreWritten() throws {
         let regions = RotatingRegions(RecordRegion(recordCapacity: 16 << 10, kind: .memoryList),
                                       RecordRegion(recordCapacity: 16 << 10, kind: .memoryList),
-                                      maxLogs: 1_000_000, maxSpans: 1_000_000)
+                                      limits: BatchLimits { _ in 1_000_000 })
         let adders = 2, perAdder = 50_000
         let accepted = Locked(0), addersDone = Locked(0)
         let forwarded = Locked((ids: Set<ItemID>(), items: 0, discarded: 0, forwards: 0))
@@ -789,7 +789,7 @@ final class StorageTests: XCTestCase {
             // adding when the close comes.
             let regions = RotatingRegions(RecordRegion(recordCapacity: 8 << 20, kind: .memoryList),
                                           RecordRegion(recordCapacity: 8 << 20, kind: .memoryList),
-                                          maxLogs: 1_000_000, maxSpans: 1_000_000)
+                                          limits: BatchLimits { _ in 1_000_000 })
             let stopped = DispatchSemaphore(value: 0)
             Thread {
                 let payload = Array(("{\"body\":\"" + String(repeating: "x", count: 600) + "\"}").utf8)
@@ -814,7 +814,7 @@ final class StorageTests: XCTestCase {
     func testRotatingRegionsCutATraceAtTheOverflowAndKeepWhatTheyAccepted() throws {
         let regions = RotatingRegions(RecordRegion(recordCapacity: 400, kind: .memoryList),
                                       RecordRegion(recordCapacity: 400, kind: .memoryList),
-                                      maxLogs: 100, maxSpans: 100)
+                                      limits: BatchLimits { _ in 100 })
         let doomed = TraceID(high: 1, low: 1), kept = TraceID(high: 2, low: 2)
         func span(_ trace: TraceID, size: Int) -> AppendOutcome {
             let payload = Array(("{\"trace_id\":\"" + trace.description + "\"" + String(repeating: " ", count: size) + "}").utf8)

@@ -397,12 +397,13 @@ final class UploadTests: XCTestCase {
 
     func testRateLimitHeaders() {
         let now = Date(timeIntervalSince1970: 1_000)
+        let (logs, spans) = (RateLimits.Category(.log), RateLimits.Category(.span))
         let cases: [(String, [RateLimits.Category: Double])] = [
-            ("60:log_item:key", [.logItem: 60]),
-            ("60:log_item;span:key, 120::organization", [.logItem: 60, .span: 60, .all: 120]),
-            ("  2.5 : span : key : reason : ns1;ns2 ", [.span: 2.5]),
+            ("60:log_item:key", [logs: 60]),
+            ("60:log_item;span:key, 120::organization", [logs: 60, spans: 60, .all: 120]),
+            ("  2.5 : span : key : reason : ns1;ns2 ", [spans: 2.5]),
             ("60:transaction:key, 2700:default;error;security:organization", [:]),
-            ("10:log_item:key,30:log_item:org", [.logItem: 30]),
+            ("10:log_item:key,30:log_item:org", [logs: 30]),
             ("60::organization", [.all: 60]),
             ("garbage, :log_item:key, -5:span:key", [:]),
         ]
@@ -414,20 +415,20 @@ final class UploadTests: XCTestCase {
 
         let limits = RateLimits()
         limits.update(status: 429, rateLimits: nil, retryAfter: nil, now: now)
-        XCTAssertEqual(limits.limitedUntil(.span, now: now), now.addingTimeInterval(60), "a bare 429: 60 s, all categories")
+        XCTAssertEqual(limits.limitedUntil(spans, now: now), now.addingTimeInterval(60), "a bare 429: 60 s, all categories")
         limits.update(status: 200, rateLimits: "600:log_item:key", retryAfter: nil, now: now)
-        XCTAssertEqual(limits.limitedUntil(.logItem, now: now), now.addingTimeInterval(600), "limits apply on 200 too")
-        XCTAssertFalse(limits.allows(.logItem, now: { now.addingTimeInterval(100) }))
-        XCTAssertTrue(limits.allows(.span, now: { now.addingTimeInterval(100) }))
-        XCTAssertTrue(limits.allows(.logItem, now: { now.addingTimeInterval(601) }))
+        XCTAssertEqual(limits.limitedUntil(logs, now: now), now.addingTimeInterval(600), "limits apply on 200 too")
+        XCTAssertFalse(limits.allows(logs, now: { now.addingTimeInterval(100) }))
+        XCTAssertTrue(limits.allows(spans, now: { now.addingTimeInterval(100) }))
+        XCTAssertTrue(limits.allows(logs, now: { now.addingTimeInterval(601) }))
 
         // Valid numbers past any deadline (they trapped converting to microseconds) limit for good.
         limits.update(status: 200, rateLimits: "1e20:span:key", retryAfter: nil, now: now)
-        XCTAssertFalse(limits.allows(.span, now: { .distantFuture }))
-        XCTAssertTrue(limits.allows(.logItem, now: { .distantFuture }))
+        XCTAssertFalse(limits.allows(spans, now: { .distantFuture }))
+        XCTAssertTrue(limits.allows(logs, now: { .distantFuture }))
         limits.update(status: 429, rateLimits: nil, retryAfter: "1e300", now: now)
-        XCTAssertFalse(limits.allows(.logItem, now: { .distantFuture }))
-        XCTAssertGreaterThan(limits.limitedUntil(.logItem, now: now) ?? now, .distantFuture)
+        XCTAssertFalse(limits.allows(logs, now: { .distantFuture }))
+        XCTAssertGreaterThan(limits.limitedUntil(logs, now: now) ?? now, .distantFuture)
     }
 
     /// A server that answers after the timeout, and one that answers 200 at once and then drips its body
