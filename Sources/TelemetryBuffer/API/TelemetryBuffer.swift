@@ -185,11 +185,15 @@ public final class TelemetryBuffer: Sendable {
         if queuesRemoval { opened.uploader?.hold(.dataRemoval, true) }
         // Before anything can start a request (recovery, on the queue, may store envelopes already).
         opened.startUploads { [weak self] in self?.serverStopped($0) }
-        if queuesRemoval {
-            queue.async { [self] in
-                removeStoredDataReportingFailure()
-                opened.uploader?.hold(.dataRemoval, false)
-            }
+        if queuesRemoval { removeInBackground(releasing: opened.uploader) }
+    }
+
+    /// Queues `removeStoredData` on the background queue (a failure goes to the diagnostics), then lets
+    /// `uploader` go, which the caller held (`.dataRemoval`) so that nothing the removal takes is sent.
+    private func removeInBackground(releasing uploader: Uploader?) {
+        queue.async { [self] in
+            removeStoredDataReportingFailure()
+            uploader?.hold(.dataRemoval, false)
         }
     }
 
@@ -378,10 +382,7 @@ public final class TelemetryBuffer: Sendable {
             if value == .revoked {
                 // Held until the removal is done, whatever a grant queued before it releases.
                 uploader?.hold(.dataRemoval, true)
-                queue.async { [self] in
-                    removeStoredDataReportingFailure()
-                    uploader?.hold(.dataRemoval, false)
-                }
+                removeInBackground(releasing: uploader)
             }
             if value == .granted, previous != .granted {
                 // Queued behind any removal; a change made meanwhile wins.
@@ -418,12 +419,7 @@ public final class TelemetryBuffer: Sendable {
         uploader?.hold(.dataRemoval, true)
         // Before the folder opens: owed at once, so that a takeover already queued removes before uploads start.
         if uploader == nil { held?.oweRemoval() }
-        if isOnQueue {
-            return queue.async { [self] in
-                removeStoredDataReportingFailure()
-                uploader?.hold(.dataRemoval, false)
-            }
-        }
+        if isOnQueue { return removeInBackground(releasing: uploader) }
         defer { uploader?.hold(.dataRemoval, false) }
         var failure: (any Error)?
         queue.sync {
