@@ -9,6 +9,10 @@ extension TelemetryBuffer {
         public var envelopes = 0
         /// Bytes of buffer files that were not valid records (a torn tail, a file without a header), skipped.
         public var discardedBytes = 0
+        /// Items of a signal this version does not know (a later version wrote them, and the app runs an
+        /// older one again): neither published nor taken for damage, but kept in the file `kept` for a
+        /// version that knows them.
+        public var keptForALaterVersion = 0
         /// The buffer files read.
         public var files: [String] = []
         /// Claimed files that are not the buffer's after all (a link, a FIFO, another user's file, one larger

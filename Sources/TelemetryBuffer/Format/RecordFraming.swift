@@ -209,16 +209,21 @@ enum RecordFraming {
         var validBytes: Int
         /// Bytes after them that were not valid records (a torn tail, corruption, zeros).
         var discardedBytes: Int
+        /// Valid records of a signal this build does not know (a later version's), skipped, not damage.
+        var unknownRecords = 0
     }
 
-    /// Calls `body` for each record of the longest valid prefix of `bytes` (records only, no file header).
-    /// Every length is bounds-checked before use; nothing is allocated; a bad record ends the scan.
+    /// Calls `body` for each record of the longest valid prefix of `bytes` (records only, no file header),
+    /// and `unknown` with the whole of each valid record of a signal this build does not know, which is
+    /// skipped, not taken for damage. Every length is bounds-checked before use; nothing is allocated; a
+    /// bad record ends the scan.
     @discardableResult
     static func forEachRecord(
-        in bytes: UnsafeRawBufferPointer, _ body: (Record) throws -> Void
+        in bytes: UnsafeRawBufferPointer, unknown: (UnsafeRawBufferPointer) -> Void = { _ in },
+        _ body: (Record) throws -> Void
     ) rethrows -> Scan {
         var cursor = Cursor(bytes)
-        while let record = cursor.next() { try body(record) }
+        while let record = cursor.next(unknown: unknown) { try body(record) }
         return cursor.scan
     }
 
@@ -229,29 +234,44 @@ enum RecordFraming {
 
         init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
+        /// Records of a signal this build does not know, skipped so far.
+        private var unknownRecords = 0
+
         /// How much was valid, once `next` has returned `nil`.
-        var scan: Scan { Scan(validBytes: offset, discardedBytes: bytes.count - offset) }
+        var scan: Scan { Scan(validBytes: offset, discardedBytes: bytes.count - offset, unknownRecords: unknownRecords) }
 
         /// The next record; `nil` at the end or at one that is not valid (every length is bounds-checked
-        /// before use, and the CRC checked).
-        mutating func next() -> Record? {
-            guard bytes.count - offset >= recordHeaderSize, let base = bytes.baseAddress else { return nil }
-            let record = base + offset
-            // Compared before it becomes an `Int`: where `Int` has 32 bits (watchOS), a damaged length of
-            // 2^31 or more would trap in the conversion.
-            let stated = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: lengthOffset, as: UInt32.self))
-            guard stated > 0, UInt(stated) <= UInt(bytes.count - offset - recordHeaderSize),
-                  let category = ItemCategory(rawValue: record.load(fromByteOffset: categoryOffset, as: UInt8.self))
-            else { return nil }
-            let length = Int(stated)
-            let payload = UnsafeRawBufferPointer(start: record + recordHeaderSize, count: length)
-            let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: crcOffset, as: UInt32.self))
-            guard headerCRC(record, continuing: CRC32C.checksum(payload)) == stored else { return nil }
-            let id = ItemID(
-                nonce: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: nonceOffset, as: UInt64.self)),
-                sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: sequenceOffset, as: UInt64.self)))
-            offset += recordHeaderSize + length
-            return Record(category: category, id: id, payload: payload)
+        /// before use, and the CRC checked). A valid record of a signal this build does not know goes to
+        /// `unknown`, whole, and the scan goes on after it.
+        mutating func next(unknown: (UnsafeRawBufferPointer) -> Void = { _ in }) -> Record? {
+            while true {
+                guard bytes.count - offset >= recordHeaderSize, let base = bytes.baseAddress else { return nil }
+                let record = base + offset
+                // Compared before it becomes an `Int`: where `Int` has 32 bits (watchOS), a damaged length of
+                // 2^31 or more would trap in the conversion.
+                let stated = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: lengthOffset, as: UInt32.self))
+                guard stated > 0, UInt(stated) <= UInt(bytes.count - offset - recordHeaderSize) else { return nil }
+                let length = Int(stated)
+                let payload = UnsafeRawBufferPointer(start: record + recordHeaderSize, count: length)
+                let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: crcOffset, as: UInt32.self))
+                guard headerCRC(record, continuing: CRC32C.checksum(payload)) == stored else { return nil }
+                offset += recordHeaderSize + length
+                guard let category = ItemCategory(rawValue: record.load(fromByteOffset: categoryOffset, as: UInt8.self)) else {
+                    unknownRecords += 1
+                    unknown(UnsafeRawBufferPointer(start: record, count: recordHeaderSize + length))
+                    continue
+                }
+                let id = ItemID(
+                    nonce: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: nonceOffset, as: UInt64.self)),
+                    sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: sequenceOffset, as: UInt64.self)))
+                return Record(category: category, id: id, payload: payload)
+            }
+        }
+
+        /// The ID of a whole record (as `next` hands an unknown one over).
+        static func id(ofRecord record: UnsafeRawBufferPointer) -> ItemID {
+            ItemID(nonce: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: nonceOffset, as: UInt64.self)),
+                   sequence: UInt64(littleEndian: record.loadUnaligned(fromByteOffset: sequenceOffset, as: UInt64.self)))
         }
     }
 }

@@ -14,12 +14,14 @@ struct RecordLanes {
     var count: Int { lanes.reduce(0) { $0 + $1.count } }
 
     /// Calls `body` for every valid record, lanes merged by item sequence (a lane ends at its first record
-    /// that is not valid); returns the scan summed over the lanes.
+    /// that is not valid), and `unknown` with each valid record of a signal this build does not know;
+    /// returns the scan summed over the lanes.
     @discardableResult
-    func forEachRecord(_ body: (RecordFraming.Record) throws -> Void) rethrows -> RecordFraming.Scan {
-        if lanes.count == 1 { return try RecordFraming.forEachRecord(in: lanes[0], body) }
+    func forEachRecord(unknown: (UnsafeRawBufferPointer) -> Void = { _ in },
+                       _ body: (RecordFraming.Record) throws -> Void) rethrows -> RecordFraming.Scan {
+        if lanes.count == 1 { return try RecordFraming.forEachRecord(in: lanes[0], unknown: unknown, body) }
         var cursors = lanes.map(RecordFraming.Cursor.init)
-        var heads = cursors.indices.map { cursors[$0].next() }
+        var heads = cursors.indices.map { cursors[$0].next(unknown: unknown) }
         while true {
             // Lanes are few (two in a list): the smallest head by a look at each.
             var next: Int?
@@ -30,11 +32,12 @@ struct RecordLanes {
             }
             guard let lane = next else { break }
             try body(heads[lane]!)
-            heads[lane] = cursors[lane].next()
+            heads[lane] = cursors[lane].next(unknown: unknown)
         }
         return cursors.reduce(RecordFraming.Scan(validBytes: 0, discardedBytes: 0)) { scan, cursor in
             RecordFraming.Scan(validBytes: scan.validBytes + cursor.scan.validBytes,
-                               discardedBytes: scan.discardedBytes + cursor.scan.discardedBytes)
+                               discardedBytes: scan.discardedBytes + cursor.scan.discardedBytes,
+                               unknownRecords: scan.unknownRecords + cursor.scan.unknownRecords)
         }
     }
 }

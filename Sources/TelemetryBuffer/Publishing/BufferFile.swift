@@ -12,6 +12,9 @@ enum BufferFile: Hashable, Sendable {
     /// `recovered`, then `recovered-N` (N ≥ 1): what start-up recovery gathered, being published, in parts
     /// no larger than a framed file is read back at (`FileSystem.maxFramedFileBytes`).
     case recovered(Int)
+    /// `kept`: records of signals this build does not know (a later version's), which recovery keeps for
+    /// that version rather than publish or drop.
+    case kept
     /// `detected-termination-N`: a region FlushAll's crash handler wrote out.
     case detectedTermination(Int)
     /// `envelope-N` (N < 2^32): an envelope staged under a publication marker.
@@ -38,6 +41,7 @@ enum BufferFile: Hashable, Sendable {
         case .awaitingSync(let number): "awaiting-sync-\(number)"
         case .spare(let number): "spare-\(number)"
         case .boot: "boot"
+        case .kept: "kept"
         case .claimed(let generation, let original): "recovering-\(generation)-\(original.name)"
         }
     }
@@ -55,6 +59,7 @@ enum BufferFile: Hashable, Sendable {
         case "flushing": self = .streamFlushing
         case "recovered": self = .recovered(0)
         case "boot": self = .boot
+        case "kept": self = .kept
         default:
             if let number = number(after: "crash-safe-list-") { self = .crashSafeList(number) }
             else if let number = number(after: "async-io-cache-") { self = .asyncIOCache(number) }
@@ -104,7 +109,7 @@ enum BufferFile: Hashable, Sendable {
     var holdsRecords: Bool {
         switch self {
         case .crashSafeList, .asyncIOCache, .streamCache, .streamFlushing, .recovered, .detectedTermination,
-             .awaitingSync:
+             .awaitingSync, .kept:
             true
         case .stagedEnvelope, .spare, .boot, .claimed:
             false

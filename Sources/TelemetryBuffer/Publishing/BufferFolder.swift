@@ -249,7 +249,7 @@ final class BufferFolder: @unchecked Sendable {
     func removeLeftovers() throws {
         for name in try names() where isOurs(name) {
             switch BufferFile(name: name) {
-            case .claimed?, .awaitingSync?, .streamFlushing?, .recovered?, .detectedTermination?, .stagedEnvelope?:
+            case .claimed?, .awaitingSync?, .streamFlushing?, .recovered?, .detectedTermination?, .stagedEnvelope?, .kept?:
                 try FileSystem.remove(name, directoryFD: fd, directoryPath: path)
             default:
                 continue

@@ -129,14 +129,19 @@ enum Recovery {
             return report
         }
 
-        // Live items, once each, in order of arrival (per buffer lifetime, by sequence).
+        // Live items, once each, in order of arrival (per buffer lifetime, by sequence). Those of a signal
+        // this build does not know, once each too, are kept as they are for a version that knows them.
         var seen = published
         var items: [(id: ItemID, category: ItemCategory, payload: [UInt8])] = []
+        var kept: [UInt8] = [], keptIDs = Set<ItemID>()
         var lifetimes: [UInt64: Int] = [:]
         for source in sources where source.publication.state != .captured {
             if source.kind == nil { report.discardedBytes += source.bytes.count }
             let scan = source.withRecords { records in
-                records.forEachRecord { record in
+                records.forEachRecord(unknown: { record in
+                    guard keptIDs.insert(RecordFraming.Cursor.id(ofRecord: record)).inserted else { return }
+                    kept += record
+                }) { record in
                     if seen.insert(record.id).inserted {
                         items.append((record.id, record.category, Array(record.payload)))
                         if lifetimes[record.id.nonce] == nil { lifetimes[record.id.nonce] = lifetimes.count }
@@ -149,6 +154,7 @@ enum Recovery {
         }
         items.sort { (lifetimes[$0.id.nonce]!, $0.id.sequence) < (lifetimes[$1.id.nonce]!, $1.id.sequence) }
         report.items = items.count
+        report.keptForALaterVersion = keptIDs.count
 
         // Commit point: durable files holding every live item, in parts that each read back whole (one file
         // past `maxFramedFileBytes` was never read again: everything gathered stayed unpublished). A crash
@@ -173,6 +179,10 @@ enum Recovery {
             try FramedFile.write(records: Array(region.records(lane: 0)), kind: .recovered, name: BufferFile.recovered(parts).name, in: folder)
             parts += 1
             rest = rest.dropFirst(part.count)
+        }
+        // Before the sources go, as the parts: a crash in between leaves both, and the next start keeps them once.
+        if !kept.isEmpty {
+            try FramedFile.write(records: kept, kind: .recovered, name: BufferFile.kept.name, in: folder)
         }
         if parts > 0 { Failpoint.recoveryWritten.hit() }
         for source in sources { folder.remove(source.name) }
@@ -247,8 +257,9 @@ enum Recovery {
         for source in sources {
             guard let claimed = claimedName(source.name), source.kind != nil else { return nil }
             var held = Set<ItemID>()
-            guard source.withRecords({ $0.forEachRecord { held.insert($0.id) } }).discardedBytes == 0
-            else { return nil }
+            let scan = source.withRecords { $0.forEachRecord { held.insert($0.id) } }
+            // Records to keep for a later version take the other path, which keeps them.
+            guard scan.discardedBytes == 0, scan.unknownRecords == 0 else { return nil }
             ids[source.name] = held
             switch claimed.original {
             case .crashSafeList(let number):

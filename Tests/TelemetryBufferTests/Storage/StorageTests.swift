@@ -1,3 +1,4 @@
+import CTelemetrySignals
 import Foundation
 import XCTest
 @testable import TelemetryBuffer
@@ -293,6 +294,42 @@ final class StorageTests: XCTestCase {
         }
         let kept = try XCTUnwrap(FileManager.default.contents(atPath: bufferFolder + "/recovering-0-crash-safe-list-1"))
         XCTAssertEqual(kept.count, 4096 + 32)
+    }
+
+    /// Records of a signal this version does not know (a later version's), among logs: skipped, not taken
+    /// for damage (the scan stopped at the first: every log after it was lost, its bytes counted as
+    /// discarded), and kept in `kept` for a version that knows them, at this start and the next, never
+    /// published; the logs around them are published once.
+    func testRecordsOfAnUnknownSignalAreKeptForALaterVersion() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
+                                kind: .crashSafeList)
+        for (index, body) in ["a0", "metric 1", "a1", "metric 2", "a2"].enumerated() {
+            let start = list.committedRecordBytes(lane: 0)
+            appendLogs([body], to: list, nonce: 5, from: UInt64(index))
+            guard body.hasPrefix("metric") else { continue }
+            // Category byte 9, and the CRC that covers it made again: a valid record of a signal unknown here.
+            let record = UnsafeMutableRawPointer(mutating: list.records(lane: 0).baseAddress! + start)
+            record.storeBytes(of: 9, toByteOffset: Int(TB_RECORD_CATEGORY_OFFSET), as: UInt8.self)
+            let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: Int(TB_RECORD_LENGTH_OFFSET), as: UInt32.self)))
+            let header = Int(TB_RECORD_HEADER_SIZE), category = Int(TB_RECORD_CATEGORY_OFFSET)
+            var crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + header, count: length))
+            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + Int(TB_RECORD_LENGTH_OFFSET), count: 4), continuing: crc)
+            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + category, count: header - category), continuing: crc)
+            record.storeBytes(of: crc.littleEndian, toByteOffset: Int(TB_RECORD_CRC_OFFSET), as: UInt32.self)
+        }
+        for start in 0..<2 {
+            let buffer = try TelemetryBuffer(options: testOptions(directory))
+            XCTAssertEqual(buffer.recovery.items, start == 0 ? 3 : 0, "start \(start)")
+            XCTAssertEqual(buffer.recovery.keptForALaterVersion, 2, "start \(start)")
+            XCTAssertEqual(buffer.recovery.discardedBytes, 0, "start \(start)")
+            buffer.close()
+            XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a0", "a1", "a2"], "start \(start)")
+            let kept = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "kept"), "start \(start)")
+            var ids: [UInt64] = []
+            _ = kept.withRecords { $0.forEachRecord(unknown: { ids.append(RecordFraming.Cursor.id(ofRecord: $0).sequence) }) { _ in } }
+            XCTAssertEqual(ids, [1, 3], "start \(start): the unknown records, as they were")
+        }
     }
 
     /// A later format version's publication is left as that version left it: its staged envelope is neither
