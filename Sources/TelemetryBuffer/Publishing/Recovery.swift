@@ -115,7 +115,11 @@ enum Recovery {
         var published = Set<ItemID>()
         for source in sources {
             switch source.publication.state {
-            case .captured: _ = source.withRecords { $0.forEachRecord { published.insert($0.id) } }
+            case .captured:
+                // Unknown signals' too: a later version published them, and copies of them are not to be kept.
+                _ = source.withRecords {
+                    $0.forEachRecord(unknown: { published.insert(RecordFraming.Cursor.id(ofRecord: $0)) }) { published.insert($0.id) }
+                }
             case .publishing: folder.removeStaged(source.publication)
             case .idle: break
             }
@@ -139,7 +143,8 @@ enum Recovery {
             if source.kind == nil { report.discardedBytes += source.bytes.count }
             let scan = source.withRecords { records in
                 records.forEachRecord(unknown: { record in
-                    guard keptIDs.insert(RecordFraming.Cursor.id(ofRecord: record)).inserted else { return }
+                    let id = RecordFraming.Cursor.id(ofRecord: record)
+                    guard !published.contains(id), keptIDs.insert(id).inserted else { return }
                     kept += record
                 }) { record in
                     if seen.insert(record.id).inserted {
