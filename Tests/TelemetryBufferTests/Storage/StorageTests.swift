@@ -332,6 +332,37 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    /// A list of a later version that it published (`captured`, in this boot) and its IO cache: the cache's
+    /// copies of records of a signal unknown here are not kept (they were kept, to be published again by
+    /// that version).
+    func testCopiesOfUnknownRecordsALaterVersionPublishedAreNotKept() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
+                                kind: .crashSafeList)
+        appendLogs(["metric 0", "metric 1"], to: list, nonce: 6)
+        let records = UnsafeMutableRawPointer(mutating: list.records(lane: 0).baseAddress!)
+        var offset = 0
+        while offset < list.committedRecordBytes(lane: 0) {
+            let record = records + offset
+            let header = Int(TB_RECORD_HEADER_SIZE), category = Int(TB_RECORD_CATEGORY_OFFSET)
+            let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: Int(TB_RECORD_LENGTH_OFFSET), as: UInt32.self)))
+            record.storeBytes(of: 9, toByteOffset: category, as: UInt8.self)
+            var crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + header, count: length))
+            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + Int(TB_RECORD_LENGTH_OFFSET), count: 4), continuing: crc)
+            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + category, count: header - category), continuing: crc)
+            record.storeBytes(of: crc.littleEndian, toByteOffset: Int(TB_RECORD_CRC_OFFSET), as: UInt32.self)
+            offset += header + length
+        }
+        let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
+        _ = try cache.catchUp(with: list)
+        try list.mark(.init(state: .captured, firstEnvelope: 0, envelopeCount: 0))
+        XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/boot", contents: Data((BootSession.current ?? "").utf8)))
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        XCTAssertEqual(buffer.recovery.keptForALaterVersion, 0)
+        buffer.close()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: bufferFolder + "/kept"), "nothing kept")
+    }
+
     /// A later format version's publication is left as that version left it: its staged envelope is neither
     /// moved nor removed (it was taken for an orphan and moved: then the newer version, finding its marker
     /// without the boot of its generation, which was deleted too, published the list again), the boot
