@@ -62,6 +62,7 @@ enum {
 enum {
     TB_CATEGORY_LOG = 1,
     TB_CATEGORY_SPAN = 2,
+    TB_CATEGORY_TRACE_METRIC = 3,
 };
 
 /// The marker's state byte.

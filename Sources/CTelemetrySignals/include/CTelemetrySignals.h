@@ -91,6 +91,12 @@ static inline uint64_t tb_timestamp_sequence_next(uint64_t *word, uint64_t milli
     }
 }
 
+/// The next number of a sequence that only grows (a metric's `sentry.timestamp.sequence`): 0 first, then
+/// one more each call, back to 0 after INT64_MAX.
+static inline uint64_t tb_continuous_sequence_next(uint64_t *word) {
+    return __atomic_fetch_add(word, 1, __ATOMIC_RELAXED) & (uint64_t)INT64_MAX;
+}
+
 /// Set in the child of a `fork()` (without `exec`) of a process that created a buffer: the child shares
 /// the parent's mapped lists and folder, so its buffers accept nothing and its crash handler writes nothing.
 extern int tb_forked_child;

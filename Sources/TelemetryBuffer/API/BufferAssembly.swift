@@ -39,7 +39,8 @@ struct BufferAssembly: Sendable {
         var logDefaults = defaults, spanDefaults = defaults
         for attribute in DeviceContext.logAttributes { logDefaults[attribute.key] = attribute.value }
         for attribute in DeviceContext.spanAttributes { spanDefaults[attribute.key] = attribute.value }
-        encoder = ItemEncoder(logDefaults: logDefaults, spanDefaults: spanDefaults)
+        // Trace metrics: the SDK, the environment and the release (the metrics protocol's defaults).
+        encoder = ItemEncoder(logDefaults: logDefaults, spanDefaults: spanDefaults, metricDefaults: defaults)
         consent = DataCollectionState(options.dataCollection)
         let envelopes = EnvelopeEncoder(
             dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,

@@ -34,6 +34,8 @@ extension TelemetryBuffer {
         public var maxLogsPerBatch = 100
         /// Spans that trigger a forward, and the most per envelope; 1...1000.
         public var maxSpansPerBatch = 1000
+        /// Trace metrics that trigger a forward, and the most per envelope; 1...100.
+        public var maxMetricsPerBatch = 100
         /// Buffered bytes (framed) that trigger a forward; also bounds every envelope's item payload;
         /// 4 KiB...1 MiB. A single item larger than this is rejected.
         public var maxBatchBytes = 1 << 20
@@ -114,6 +116,9 @@ extension TelemetryBuffer {
         public var beforeSendLog: (@Sendable (Log) -> Log?)?
         /// The same for spans, before `add(span:)` encodes them (dropped spans count as `before_send`).
         public var beforeSendSpan: (@Sendable (Span) -> Span?)?
+        /// The same for trace metrics, before `add(metric:)` encodes them (dropped metrics count as
+        /// `before_send`, with their bytes).
+        public var beforeSendMetric: (@Sendable (Metric) -> Metric?)?
 
         /// The time background work runs on (internal: tests move a clock by hand instead of sleeping).
         var clock: any Clock = SystemClock()
@@ -162,6 +167,8 @@ extension TelemetryBuffer {
                       "must be 1...100 (the protocol maximum), not \(maxLogsPerBatch)")
             try check((1...1000).contains(maxSpansPerBatch), "maxSpansPerBatch",
                       "must be 1...1000 (the protocol maximum), not \(maxSpansPerBatch)")
+            try check((1...100).contains(maxMetricsPerBatch), "maxMetricsPerBatch",
+                      "must be 1...100 (the protocol maximum), not \(maxMetricsPerBatch)")
             try check((4096...(1 << 20)).contains(maxBatchBytes), "maxBatchBytes",
                       "must be 4096...1048576 (1 MiB, the protocol's item limit), not \(maxBatchBytes)")
             try check(ioSyncInterval >= 0.001 && ioSyncInterval <= 10, "ioSyncInterval",

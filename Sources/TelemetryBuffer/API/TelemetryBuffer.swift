@@ -296,6 +296,54 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
+    /// Buffers a trace metric (a counter, a gauge, a distribution's sample). Callable from any thread; never
+    /// waits on disk I/O.
+    ///
+    /// - Parameter metric: The metric, encoded to JSON once, here, on the calling thread.
+    /// - Returns: `true` once the buffer holds the metric; `false` if it was dropped (for the reasons
+    ///   `add(log:)` gives, a value that is NaN or infinite, counted as `invalid`, or
+    ///   `Options.beforeSendMetric`). Every drop is counted, as `trace_metric` with its
+    ///   `trace_metric_byte`s; nothing in the child of a `fork()`.
+    @discardableResult
+    public func add(metric: Metric) -> Bool {
+        guard consent.acceptsItems, tb_in_forked_child() == 0 else { return false }
+        guard let hook = options.beforeSendMetric else { return submit(metric) }
+        guard let kept = hook(metric) else {
+            reports.recordDrop(of: .traceMetric, bytes: encodedSize(of: metric), reason: .beforeSend)
+            return false
+        }
+        guard consent.acceptsItems else { return false }
+        return submit(kept)
+    }
+
+    @inline(__always)
+    private func submit(_ metric: Metric) -> Bool {
+        guard metric.isFinite else {
+            reports.recordDrop(of: .traceMetric, bytes: 0, reason: .invalid)
+            diagnostics.log(.error, "dropped the metric \(metric.name): its value is not finite")
+            return false
+        }
+        let defaults = scope.defaults
+        return EncodingScratch.withCurrent { scratch in
+            var writer = JSONWriter(appendingTo: scratch)
+            encoder.encode(metric, into: &writer, defaults: defaults)
+            writer.finish()
+            return submit(.traceMetric, scratch.bytes, traceID: nil)
+        }
+    }
+
+    /// The bytes a metric a hook dropped would have taken (it takes no sequence number); 0 for one that
+    /// cannot be encoded.
+    private func encodedSize(of metric: Metric) -> Int {
+        guard metric.isFinite else { return 0 }
+        return EncodingScratch.withCurrent { scratch in
+            var writer = JSONWriter(appendingTo: scratch)
+            encoder.encode(metric, into: &writer, numbered: false, defaults: scope.defaults)
+            writer.finish()
+            return scratch.bytes.count
+        }
+    }
+
     @inline(__always)
     private func submit(_ category: ItemCategory, _ payload: UnsafeRawBufferPointer, traceID: TraceID?) -> Bool {
         if let refusal = limits.refusal(for: RateLimits.Category(category)) {

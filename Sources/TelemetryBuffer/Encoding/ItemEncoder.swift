@@ -1,4 +1,4 @@
-/// Encodes logs and spans to the JSON objects that go, byte for byte, into envelope payloads.
+/// Encodes logs, spans and trace metrics to the JSON objects that go, byte for byte, into envelope payloads.
 ///
 /// It runs on the calling thread inside `add`, once per item. The buffer's default attributes (for logs
 /// and for spans) are pre-encoded at start-up, and again whenever the app sets attributes for every item
@@ -53,44 +53,52 @@ struct ItemEncoder: Sendable {
     final class DefaultSet: Sendable {
         fileprivate let logs: Defaults
         fileprivate let spans: Defaults
+        fileprivate let metrics: Defaults
 
-        fileprivate init(logs: Attributes, spans: Attributes) {
+        fileprivate init(logs: Attributes, spans: Attributes, metrics: Attributes) {
             self.logs = Defaults(logs, reserving: [ItemEncoder.sequenceKey])
             self.spans = Defaults(spans, reserving: ItemEncoder.spanKeys)
+            self.metrics = Defaults(metrics, reserving: [ItemEncoder.sequenceKey])
         }
     }
 
     private let logBase: Attributes
     private let spanBase: Attributes
+    private let metricBase: Attributes
     /// The buffer's own defaults, kept in line (reading them through a class reference could cost the
     /// hot path a reference count).
     private let logDefaults: Defaults
     private let spanDefaults: Defaults
+    private let metricDefaults: Defaults
     private let sequence = TimestampSequence()
+    private let metricSequence = ContinuousSequence()
     private static let sequenceKey = "sentry.timestamp.sequence"
     /// The common span attributes written from a span's own fields (see `Span.init`).
     private static let spanKeys = ["sentry.op", "sentry.segment.id", "sentry.segment.name", "sentry.span.source",
                                    "thread.id", "thread.name"]
     private static let spanPrefix = Array("{\"trace_id\":\"".utf8)
 
-    /// `logDefaults` are added to every log and `spanDefaults` to every span, unless the item has an
-    /// attribute with the same key.
-    init(logDefaults: Attributes, spanDefaults: Attributes) {
+    /// `logDefaults` are added to every log, `spanDefaults` to every span and `metricDefaults` to every
+    /// trace metric, unless the item has an attribute with the same key.
+    init(logDefaults: Attributes, spanDefaults: Attributes, metricDefaults: Attributes = [:]) {
         logBase = logDefaults
         spanBase = spanDefaults
+        metricBase = metricDefaults
         self.logDefaults = Defaults(logDefaults, reserving: [Self.sequenceKey])
         self.spanDefaults = Defaults(spanDefaults, reserving: Self.spanKeys)
+        self.metricDefaults = Defaults(metricDefaults, reserving: [Self.sequenceKey])
     }
 
     /// The buffer's own defaults with `extra` added to both kinds of item (replacing a default of the
     /// same key in its place), except `sentry.timestamp.sequence`, which the encoder numbers itself.
     func defaults(adding extra: Attributes) -> DefaultSet {
-        var logs = logBase, spans = spanBase
+        var logs = logBase, spans = spanBase, metrics = metricBase
         for attribute in extra where attribute.key != Self.sequenceKey {
             logs[attribute.key] = attribute.value
             spans[attribute.key] = attribute.value
+            metrics[attribute.key] = attribute.value
         }
-        return DefaultSet(logs: logs, spans: spans)
+        return DefaultSet(logs: logs, spans: spans, metrics: metrics)
     }
 
     /// Writes `log`'s JSON with the default attributes of `set` (the buffer's own if `nil`).
@@ -118,6 +126,40 @@ struct ItemEncoder: Sendable {
         } else {
             attributes(log.attributes, defaults: logDefaults, sequence: number, into: &writer)
         }
+        writer.byte(0x7D)
+    }
+
+    /// Writes `metric`'s JSON with the default attributes of `set` (the buffer's own if `nil`). Its value
+    /// must be finite. `numbered: false` (for measuring a metric that is dropped) writes sequence 0 and
+    /// takes no number.
+    func encode(_ metric: Metric, into writer: inout JSONWriter, numbered: Bool = true, defaults set: DefaultSet? = nil) {
+        writer.raw("{\"timestamp\":")
+        writer.timestamp(metric.timestamp)
+        writer.raw(",\"trace_id\":\"")
+        writer.traceID(metric.traceID)
+        if let spanID = metric.spanID {
+            writer.raw("\",\"span_id\":\"")
+            writer.hex(spanID.value)
+        }
+        writer.raw("\",\"name\":")
+        writer.string(metric.name)
+        // Branches: each literal's length is then a constant.
+        switch metric.kind {
+        case .counter: writer.raw(",\"type\":\"counter\",\"value\":")
+        case .gauge: writer.raw(",\"type\":\"gauge\",\"value\":")
+        case .distribution: writer.raw(",\"type\":\"distribution\",\"value\":")
+        }
+        switch metric.value {
+        case .integer(let value): writer.integer(value)
+        case .double(let value): writer.double(value)
+        }
+        if let unit = metric.unit {
+            writer.raw(",\"unit\":")
+            writer.string(unit)
+        }
+        writer.raw(",\"attributes\":")
+        let number = numbered ? metricSequence.next() : 0
+        attributes(metric.attributes, defaults: set?.metrics ?? metricDefaults, sequence: number, into: &writer)
         writer.byte(0x7D)
     }
 

@@ -31,3 +31,18 @@ final class TimestampSequence: @unchecked Sendable {
 
     private static let offset: UInt64 = (TB_SEQUENCE_MAX_MILLIS + 1) / 2
 }
+
+/// Numbers each trace metric for `sentry.timestamp.sequence`: 0 for a buffer's first, then one more each
+/// (the metrics protocol 2.6: continuous, not reset with the millisecond as logs' are; back to 0 only past
+/// `Int64.max`). One atomic word, on a cache line of its own (see `TimestampSequence`).
+final class ContinuousSequence: @unchecked Sendable {
+    private let word = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 128).bindMemory(to: UInt64.self, capacity: 1)
+
+    init() { word.initialize(to: 0) }
+
+    deinit { UnsafeMutableRawPointer(word).deallocate() }
+
+    /// The number of the next metric.
+    @inline(__always)
+    func next() -> Int64 { Int64(tb_continuous_sequence_next(word)) }
+}

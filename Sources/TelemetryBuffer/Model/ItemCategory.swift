@@ -6,6 +6,7 @@
 enum ItemCategory: UInt8, Sendable, CaseIterable {
     case log = 1
     case span = 2
+    case traceMetric = 3
 
     /// How the items of a signal share envelopes (the protocol's rule, §1.3).
     enum Grouping: Sendable {
@@ -20,6 +21,7 @@ enum ItemCategory: UInt8, Sendable, CaseIterable {
         switch self {
         case .log: "log"
         case .span: "span"
+        case .traceMetric: "trace_metric"
         }
     }
 
@@ -28,13 +30,14 @@ enum ItemCategory: UInt8, Sendable, CaseIterable {
         switch self {
         case .log: "application/vnd.sentry.items.log+json"
         case .span: "application/vnd.sentry.items.span.v2+json"
+        case .traceMetric: "application/vnd.sentry.items.trace-metric+json"
         }
     }
 
     /// How its items share envelopes.
     var grouping: Grouping {
         switch self {
-        case .log: .anyTraces
+        case .log, .traceMetric: .anyTraces
         case .span: .oneTracePerEnvelope
         }
     }
@@ -44,7 +47,7 @@ enum ItemCategory: UInt8, Sendable, CaseIterable {
     var queueCap: Int? {
         switch self {
         case .log: 1000
-        case .span: nil
+        case .span, .traceMetric: nil
         }
     }
 
@@ -59,6 +62,7 @@ enum ItemCategory: UInt8, Sendable, CaseIterable {
         switch self {
         case .log: .logItem
         case .span: .span
+        case .traceMetric: .traceMetric
         }
     }
 
@@ -67,7 +71,7 @@ enum ItemCategory: UInt8, Sendable, CaseIterable {
     var ranksByLevel: Bool {
         switch self {
         case .log: true
-        case .span: false
+        case .span, .traceMetric: false
         }
     }
 
@@ -76,6 +80,7 @@ enum ItemCategory: UInt8, Sendable, CaseIterable {
         switch self {
         case .log: options.maxLogsPerBatch
         case .span: options.maxSpansPerBatch
+        case .traceMetric: options.maxMetricsPerBatch
         }
     }
 
@@ -83,6 +88,7 @@ enum ItemCategory: UInt8, Sendable, CaseIterable {
     var byteCategory: DataCategory? {
         switch self {
         case .log: .logByte
+        case .traceMetric: .traceMetricByte
         case .span: nil
         }
     }

@@ -16,6 +16,8 @@ enum DataCategory: String, Sendable, CaseIterable {
     case logItem = "log_item"
     case logByte = "log_byte"
     case span = "span"
+    case traceMetric = "trace_metric"
+    case traceMetricByte = "trace_metric_byte"
 }
 
 /// Discarded-item counts, the payload of a `client_report` item.

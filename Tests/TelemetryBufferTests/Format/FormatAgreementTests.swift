@@ -12,7 +12,7 @@ final class FormatAgreementTests: XCTestCase {
                         TB_KIND_RECOVERED].map { Int($0) })
         XCTAssertEqual(RecordFraming.Publication.State.allCases.map { Int($0.rawValue) },
                        [TB_MARKER_IDLE, TB_MARKER_PUBLISHING, TB_MARKER_CAPTURED].map { Int($0) })
-        XCTAssertEqual(ItemCategory.allCases.map { Int($0.rawValue) }, [TB_CATEGORY_LOG, TB_CATEGORY_SPAN].map { Int($0) })
+        XCTAssertEqual(ItemCategory.allCases.map { Int($0.rawValue) }, [TB_CATEGORY_LOG, TB_CATEGORY_SPAN, TB_CATEGORY_TRACE_METRIC].map { Int($0) })
         // A batch's tally counts each signal in line, by category byte.
         XCTAssertTrue(ItemCategory.allCases.allSatisfy { Int($0.rawValue) < BatchTally.maxSignals })
     }

@@ -397,7 +397,7 @@ final class UploadTests: XCTestCase {
 
     func testRateLimitHeaders() {
         let now = Date(timeIntervalSince1970: 1_000)
-        let (logs, spans) = (RateLimits.Category(.log), RateLimits.Category(.span))
+        let (logs, spans, metrics) = (RateLimits.Category(.log), RateLimits.Category(.span), RateLimits.Category(.traceMetric))
         let cases: [(String, [RateLimits.Category: Double])] = [
             ("60:log_item:key", [logs: 60]),
             ("60:log_item;span:key, 120::organization", [logs: 60, spans: 60, .all: 120]),
@@ -405,6 +405,7 @@ final class UploadTests: XCTestCase {
             ("60:transaction:key, 2700:default;error;security:organization", [:]),
             ("10:log_item:key,30:log_item:org", [logs: 30]),
             ("60::organization", [.all: 60]),
+            ("30:trace_metric;trace_metric_byte:key", [metrics: 30]),
             ("garbage, :log_item:key, -5:span:key", [:]),
         ]
         for (header, expected) in cases { XCTAssertEqual(RateLimits.parse(header), expected, header) }
