@@ -9,13 +9,13 @@ struct Arguments {
 
     static let usage = """
         usage: telemetry-demo                      a short tour in a temporary folder
-               telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans] [--no-close]
+               telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans] [--metrics] [--no-close]
                                       [--exit-holding] [--max-envelopes N] [--exhaust-descriptors] [--remove-at N]
                                       [--threads T] [--pace-us N]
                telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N]
                telemetry-demo inspect --dir D
                telemetry-demo upload  --dir D --dsn DSN [--timeout S]
-               telemetry-demo crash   --kind K [--dir D] [--strategy S] [--after N] [--spans]
+               telemetry-demo crash   --kind K [--dir D] [--strategy S] [--after N] [--spans] [--metrics]
                                       [--previous-handler] [--second-dsn DSN] [--sigterm] [--linger-us N]
                                       [--when-held] [--survive-first [--then-pace-us N]] [--fork-child] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
@@ -32,7 +32,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if ["spans", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal", "exit-holding"].contains(name) {
+            if ["spans", "metrics", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal", "exit-holding"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {
                 values[name] = value

@@ -62,10 +62,12 @@ enum Crash {
         // Without a removal to die in, `--during-removal` dies the usual way.
         let diesDuringRemoval = arguments.flag("during-removal") && items.contains(removeAt)
         let threads = try arguments.integer("helpers", default: 0) + 1
-        let helped = buffers, spans = arguments.flag("spans")
+        let helped = buffers, spans = arguments.flag("spans"), metrics = arguments.flag("metrics")
         for helper in 1..<threads {
             Thread {
-                for item in stride(from: helper, to: Int.max, by: threads) { add(item, to: helped, trace: trace, spans: spans) }
+                for item in stride(from: helper, to: Int.max, by: threads) {
+                    add(item, to: helped, trace: trace, spans: spans, metrics: metrics)
+                }
             }.start()
         }
         for seq in items {
@@ -98,7 +100,7 @@ enum Crash {
                 options.dsn = second
                 buffers = [try TelemetryBuffer(options: options)]
             }
-            add(seq * threads, to: buffers, trace: trace, spans: arguments.flag("spans"))
+            add(seq * threads, to: buffers, trace: trace, spans: spans, metrics: metrics)
         }
         if arguments.flag("when-held") { try awaitHeldFailpoint() }
         if arguments.flag("fork-child") { forkChild(buffers, trace: trace) }
@@ -129,9 +131,10 @@ enum Crash {
         withExtendedLifetime((first, buffers)) {}
     }
 
-    /// Adds item `item` (a log, and with `spans` a span) to each buffer, then prints `ack <item>`, or
+    /// Adds item `item` (a log, with `spans` a span, with `metrics` a counter `item` with the attribute
+    /// `seq`) to each buffer, then prints `ack <item>`, or
     /// `drop <item>` and what was dropped, in `stress`'s form (unbuffered, one `write` per line).
-    private static func add(_ item: Int, to buffers: [TelemetryBuffer], trace: TraceID, spans: Bool) {
+    private static func add(_ item: Int, to buffers: [TelemetryBuffer], trace: TraceID, spans: Bool, metrics: Bool) {
         var dropped: [String] = []
         for buffer in buffers {
             if !buffer.add(log: Log(level: .info, body: "item \(item)", traceID: trace)) { dropped.append("log") }
@@ -139,6 +142,9 @@ enum Crash {
                 let now = Date()
                 if !buffer.add(span: Span(traceID: trace, spanID: .random(), name: "item \(item)", isSegment: false,
                                           startTimestamp: now, endTimestamp: now)) { dropped.append("span") }
+            }
+            if metrics, !buffer.add(metric: .counter("item", attributes: ["seq": .integer(Int64(item))], traceID: trace)) {
+                dropped.append("metric")
             }
         }
         let line = dropped.isEmpty ? "ack \(item)\n" : "drop \(item) \(dropped.joined(separator: " "))\n"

@@ -1,7 +1,8 @@
 import Foundation
 import TelemetryBuffer
 
-/// `stress`: adds N logs `item <seq>` (and with --spans one span per item), printing `ack <seq>` once
+/// `stress`: adds N logs `item <seq>` (with --spans one span per item, with --metrics one counter `item` with
+/// the attribute `seq`), printing `ack <seq>` once
 /// every `add` of that seq has returned with its item held, or `drop <seq> log|span|log span` naming
 /// what was dropped; then closes the buffer
 /// (with --no-close it just returns from main: the graceful-exit hook must forward the items; with
@@ -16,14 +17,14 @@ enum Stress {
     static func run(_ arguments: Arguments) throws {
         let directory = URL(fileURLWithPath: try arguments.required("dir"))
         let count = try arguments.integer("count", default: 1000)
-        let withSpans = arguments.flag("spans")
+        let withSpans = arguments.flag("spans"), withMetrics = arguments.flag("metrics")
         let removeAt = try arguments.integer("remove-at", default: -1)
         let pace = useconds_t(try arguments.integer("pace-us", default: 0))
         let buffer = try TelemetryBuffer(options: options(arguments, directory: directory))
         if arguments.flag("exhaust-descriptors") { exhaustDescriptors() }
         let threads = try arguments.integer("threads", default: 1)
         guard threads > 1 else {
-            try add(stride(from: 0, to: count, by: 1), to: buffer, spans: withSpans, removeAt: removeAt, pace: pace)
+            try add(stride(from: 0, to: count, by: 1), to: buffer, spans: withSpans, metrics: withMetrics, removeAt: removeAt, pace: pace)
             if arguments.flag("exit-holding") { withExtendedLifetime(buffer) { exit(0) } }
             if !arguments.flag("no-close") { close(buffer) }
             return
@@ -32,7 +33,8 @@ enum Stress {
         for thread in 0..<threads {
             done.enter()
             Thread {
-                try? add(stride(from: thread, to: count, by: threads), to: buffer, spans: withSpans, removeAt: -1, pace: pace)
+                try? add(stride(from: thread, to: count, by: threads), to: buffer, spans: withSpans, metrics: withMetrics, removeAt: -1,
+                         pace: pace)
                 done.leave()
             }.start()
         }
@@ -49,9 +51,11 @@ enum Stress {
         if lost > 0 { FileHandle.standardOutput.write(Data("lost-counted=\(lost)\n".utf8)) }
     }
 
-    /// Adds the items `seqs`, one log each (and with `withSpans` a span), printing a line per seq.
+    /// Adds the items `seqs`, one log each (with `withSpans` a span, with `withMetrics` a counter `item`
+    /// with the attribute `seq`), printing a line per seq.
     private static func add(
-        _ seqs: StrideTo<Int>, to buffer: TelemetryBuffer, spans withSpans: Bool, removeAt: Int, pace: useconds_t
+        _ seqs: StrideTo<Int>, to buffer: TelemetryBuffer, spans withSpans: Bool, metrics withMetrics: Bool, removeAt: Int,
+        pace: useconds_t
     ) throws {
         var trace = TraceID.random()
         var segment = SpanID.random()
@@ -75,6 +79,9 @@ enum Stress {
                                 isSegment: isSegment, startTimestamp: now.addingTimeInterval(-0.01),
                                 endTimestamp: now, attributes: ["seq": .integer(Int64(seq))])
                 if !buffer.add(span: span) { dropped.append("span") }
+            }
+            if withMetrics, !buffer.add(metric: .counter("item", attributes: ["seq": .integer(Int64(seq))])) {
+                dropped.append("metric")
             }
             // Unbuffered, so a parent killing this process has seen every ack that was printed.
             let line = dropped.isEmpty ? "ack \(seq)\n" : "drop \(seq) \(dropped.joined(separator: " "))\n"

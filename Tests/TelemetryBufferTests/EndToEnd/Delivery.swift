@@ -6,7 +6,7 @@ extension XCTestCase {
     /// Checks what a `stress` or `crash` child acknowledged against the envelopes a recovery left: every
     /// acknowledged item delivered (when `crashSafe`) and, unless `atLeastOnce`, none twice; nothing dropped
     /// or never added delivered; no staged file left behind.
-    func assertDelivered(_ stress: Demo.Run, in folder: TemporaryDirectory, spans: Bool, crashSafe: Bool,
+    func assertDelivered(_ stress: Demo.Run, in folder: TemporaryDirectory, spans: Bool, metrics: Bool = false, crashSafe: Bool,
                          atLeastOnce: Bool = false, threads: Int = 1, _ label: String,
                          file: StaticString = #filePath, line: UInt = #line) throws {
         // Every seq is printed once, in its thread's order: `ack <seq>`, or `drop <seq> <kinds dropped>`
@@ -21,7 +21,7 @@ extension XCTestCase {
             // The item after a thread's last one printed may be held, killed before its line was printed.
             attempted.insert(thread + own.count * threads)
         }
-        for (kind, names) in try deliveredNames(in: folder, spans: spans) {
+        for (kind, names) in try deliveredNames(in: folder, spans: spans, metrics: metrics) {
             let dropped = Set(lines.filter { $0.first == "drop" && $0.contains(kind) }.map { Int($0[1])! })
             let acked = Set(seqs).subtracting(dropped)
             let delivered = names.compactMap { Int($0.dropFirst(5)) }
@@ -69,11 +69,12 @@ extension XCTestCase {
     /// item is missing, every later one is too (an older list lost while a newer one arrived fails this).
     /// Returns how many acknowledged items were lost, of each kind.
     @discardableResult
-    func assertLossesAreTails(_ run: Demo.Run, in folder: TemporaryDirectory, spans: Bool, threads: Int = 1, _ label: String,
+    func assertLossesAreTails(_ run: Demo.Run, in folder: TemporaryDirectory, spans: Bool, metrics: Bool = false, threads: Int = 1,
+                              _ label: String,
                               file: StaticString = #filePath, line: UInt = #line) throws -> [String: Int] {
         let lines = run.lines.map { $0.split(separator: " ").map(String.init) }
         var lost: [String: Int] = [:]
-        for (kind, names) in try deliveredNames(in: folder, spans: spans) {
+        for (kind, names) in try deliveredNames(in: folder, spans: spans, metrics: metrics) {
             let delivered = Set(names.compactMap { Int($0.dropFirst(5)) })
             let acked = lines.filter { $0.first == "ack" || ($0.first == "drop" && !$0.contains(kind)) }.compactMap { Int($0[1]) }
             for thread in 0..<threads {
@@ -91,13 +92,18 @@ extension XCTestCase {
         return lost
     }
 
-    /// The names of the logs (their bodies) and, with `spans`, of the spans in the envelopes a recovery left.
-    private func deliveredNames(in folder: TemporaryDirectory, spans: Bool) throws -> [(kind: String, names: [String])] {
+    /// The names of the logs (their bodies), with `spans` of the spans, and with `metrics` of the metrics
+    /// (`item <seq>`, from their attribute `seq`) in the envelopes a recovery left.
+    private func deliveredNames(in folder: TemporaryDirectory, spans: Bool, metrics: Bool = false) throws -> [(kind: String, names: [String])] {
         let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
         var kinds = [("log", try logBodies(in: envelopes))]
         if spans {
             kinds.append(("span", try walkEnvelopes(in: envelopes).flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
                 .compactMap { $0["name"] as? String }))
+        }
+        if metrics {
+            kinds.append(("metric", try walkEnvelopes(in: envelopes).flatMap { $0.items.filter { $0.type == "trace_metric" }.flatMap(\.elements) }
+                .compactMap { (($0["attributes"] as? [String: [String: Any]])?["seq"]?["value"] as? Int).map { "item \($0)" } }))
         }
         return kinds
     }

@@ -26,12 +26,15 @@ final class DemoTests: XCTestCase {
 
     func testTheOfficialParserAcceptsEveryDemoEnvelope() throws {
         try OfficialParser.require()
-        let run = try Demo.run(["stress", "--dir", directory.url.path, "--count", "500", "--spans"])
+        let run = try Demo.run(["stress", "--dir", directory.url.path, "--count", "500", "--spans", "--metrics"])
         XCTAssertEqual(run.status, 0, run.errors)
         let walked = try walkEnvelopes(in: envelopes)
         XCTAssertFalse(walked.isEmpty)
         let summaries = try OfficialParser.parse(envelopes)
         XCTAssertEqual(summaries.count, walked.count, "the official parser read every demo envelope")
+        let metricItems = summaries.values.flatMap { ($0["items"] as? [[String: Any]] ?? []).filter { $0["type"] as? String == "trace_metric" } }
+        XCTAssertEqual(metricItems.compactMap { $0["elements"] as? Int }.reduce(0, +), 500, "every metric, read by the official parser")
+        XCTAssertTrue(metricItems.allSatisfy { ($0["item_count"] as? Int) == ($0["elements"] as? Int) })
     }
 
     func testAGracefulExitWithoutCloseStillStoresEverything() throws {
@@ -181,10 +184,10 @@ enum Demo {
         return Run(status: status, output: stdout, errors: stderr)
     }
 
-    static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool,
+    static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool, metrics: Bool = false,
                        threads: Int = 1, killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
         try run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(count),
-                 "--max-envelopes", "100000", "--threads", String(threads)] + (spans ? ["--spans"] : []),
+                 "--max-envelopes", "100000", "--threads", String(threads)] + (spans ? ["--spans"] : []) + (metrics ? ["--metrics"] : []),
                 killAfter: killAfter, failpoint: failpoint)
     }
 

@@ -22,7 +22,7 @@ final class KillTests: XCTestCase {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
                 let spans = (run + index) % 2 == 1
-                let stress = try Demo.stress(folder, strategy, count: Self.count, spans: spans,
+                let stress = try Demo.stress(folder, strategy, count: Self.count, spans: spans, metrics: true,
                                               killAfter: .random(in: 0...250_000, using: &generator))
                 // A third of the runs also kill the first recovery part-way.
                 if run % 3 == 0 {
@@ -30,7 +30,7 @@ final class KillTests: XCTestCase {
                 }
                 let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
-                try assertDelivered(stress, in: folder, spans: spans, crashSafe: Self.crashSafe.contains(strategy),
+                try assertDelivered(stress, in: folder, spans: spans, metrics: true, crashSafe: Self.crashSafe.contains(strategy),
                                     "\(strategy) run \(run)")
             }
         }
@@ -46,11 +46,11 @@ final class KillTests: XCTestCase {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
                 let spans = (run + index) % 2 == 1
-                let stress = try Demo.stress(folder, strategy, count: Self.count * 2, spans: spans, threads: 3,
+                let stress = try Demo.stress(folder, strategy, count: Self.count * 2, spans: spans, metrics: true, threads: 3,
                                               killAfter: .random(in: 0...250_000, using: &generator))
                 let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
-                try assertDelivered(stress, in: folder, spans: spans, crashSafe: true, threads: 3, "\(strategy) run \(run)")
+                try assertDelivered(stress, in: folder, spans: spans, metrics: true, crashSafe: true, threads: 3, "\(strategy) run \(run)")
             }
         }
     }

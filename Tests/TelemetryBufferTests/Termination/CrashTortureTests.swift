@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 @testable import TelemetryBuffer
 
-/// Crashes that overlap forwards: real child processes (`telemetry-demo crash`) add logs and spans across
+/// Crashes that overlap forwards: real child processes (`telemetry-demo crash`) add logs, spans and metrics across
 /// several batches and die by a real signal (or SIGKILL) at a random moment, or at a chosen step of a
 /// forward; a fresh process recovers. Every acknowledged item must arrive exactly once (FlushAll may lose
 /// what it held in memory on SIGKILL, never duplicate it).
@@ -28,12 +28,12 @@ final class CrashTortureTests: XCTestCase {
                 let linger = Int.random(in: 0...3000, using: &generator)
                 let label = "\(strategy) run \(run): \(kind) after \(count) items, \(linger) µs later"
                 let crash = try Demo.run(["crash", "--kind", kind, "--dir", folder.url.path, "--strategy", strategy.rawValue,
-                                          "--after", String(count), "--linger-us", String(linger), "--spans",
+                                          "--after", String(count), "--linger-us", String(linger), "--spans", "--metrics",
                                           "--max-envelopes", "1000000"], backtrace: false)
                 XCTAssertTrue(crash.status < 0, "\(label): died with status \(crash.status): \(crash.errors.suffix(500))")
                 let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
-                try assertDelivered(crash, in: folder, spans: true, crashSafe: strategy != .flushAll || kind != "kill", label)
+                try assertDelivered(crash, in: folder, spans: true, metrics: true, crashSafe: strategy != .flushAll || kind != "kill", label)
             }
         }
     }
@@ -55,14 +55,14 @@ final class CrashTortureTests: XCTestCase {
             let linger = Int.random(in: 0...3000, using: &generator)
             let label = "lists in memory, run \(run): \(kind) after \(count) items, \(linger) µs later, two threads adding"
             let crash = try Demo.run(["crash", "--kind", kind, "--dir", folder.url.path, "--strategy", "doubleRotatingBuffer",
-                                      "--after", String(count), "--linger-us", String(linger), "--spans", "--helpers", "2",
-                                      "--max-envelopes", "1000000"], failpoint: .mappingFaults, backtrace: false)
+                                      "--after", String(count), "--linger-us", String(linger), "--spans", "--metrics",
+                                      "--helpers", "2", "--max-envelopes", "1000000"], failpoint: .mappingFaults, backtrace: false)
             XCTAssertTrue(crash.status < 0, "\(label): died with status \(crash.status): \(crash.errors.suffix(500))")
             XCTAssertTrue(crash.errors.contains("keeps its lists in memory"), "\(label): \(crash.errors.suffix(500))")
             let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
             XCTAssertEqual(recovery.status, 0, recovery.errors)
-            try assertDelivered(crash, in: folder, spans: true, crashSafe: kind != "kill", threads: 3, label)
-            if kind == "kill" { try assertLossesAreTails(crash, in: folder, spans: true, threads: 3, label) }
+            try assertDelivered(crash, in: folder, spans: true, metrics: true, crashSafe: kind != "kill", threads: 3, label)
+            if kind == "kill" { try assertLossesAreTails(crash, in: folder, spans: true, metrics: true, threads: 3, label) }
         }
         // A kill 2 s (20 sync intervals) after the last add: the caches hold everything by then.
         let folder = try TemporaryDirectory()
@@ -93,12 +93,12 @@ final class CrashTortureTests: XCTestCase {
                 let linger = Int.random(in: 0...3000, using: &generator)
                 let label = "\(strategy) run \(run): \(kind) after \(count) items, \(linger) µs later, two threads adding"
                 let crash = try Demo.run(["crash", "--kind", kind, "--dir", folder.url.path, "--strategy", strategy.rawValue,
-                                          "--after", String(count), "--linger-us", String(linger), "--spans", "--helpers", "2",
-                                          "--max-envelopes", "1000000"], backtrace: false)
+                                          "--after", String(count), "--linger-us", String(linger), "--spans", "--metrics",
+                                          "--helpers", "2", "--max-envelopes", "1000000"], backtrace: false)
                 XCTAssertTrue(crash.status < 0, "\(label): died with status \(crash.status): \(crash.errors.suffix(500))")
                 let recovery = try Demo.recover(folder, strategy)
                 XCTAssertEqual(recovery.status, 0, recovery.errors)
-                try assertDelivered(crash, in: folder, spans: true, crashSafe: strategy != .flushAll || kind != "kill",
+                try assertDelivered(crash, in: folder, spans: true, metrics: true, crashSafe: strategy != .flushAll || kind != "kill",
                                     threads: 3, label)
             }
         }
