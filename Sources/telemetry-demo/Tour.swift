@@ -42,6 +42,10 @@ enum Tour {
         buffer.add(span: Span(traceID: other, spanID: SpanID.random(), name: "Sync", isSegment: true,
                               startTimestamp: start, endTimestamp: Date(), attributes: ["sentry.op": "app.sync"]))
         print("added 3 spans in 2 traces")
+        buffer.add(metric: .counter("orders.processed", value: 45, traceID: trace))
+        buffer.add(metric: .gauge("cart.items", value: 3, traceID: trace))
+        buffer.add(metric: .distribution("checkout.duration", value: 412.75, unit: "millisecond", traceID: trace))
+        print("added 3 metrics (a counter, a gauge, a distribution)")
         buffer.flush()
         print("flush() returned: everything is on disk\n")
 

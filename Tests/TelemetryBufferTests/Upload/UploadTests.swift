@@ -232,6 +232,29 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// A limit on `trace_metric`: the metrics envelope waits, later metrics are refused and counted as
+    /// `ratelimit_backoff`, logs still go.
+    func testARateLimitOnMetricsHoldsMetricsOnly() throws {
+        let server = try server { request, _ in
+            String(decoding: request.body, as: UTF8.self).contains("\"type\":\"trace_metric\"")
+                ? .respond(429, headers: ["X-Sentry-Rate-Limits": "60:trace_metric:key"])
+                : .respond(200)
+        }
+        defer { server.stop() }
+        let buffer = try buffer(server)
+        defer { buffer.close() }
+        buffer.add(metric: .counter("limited"))
+        buffer.flush()
+        eventually { if case .rateLimited = buffer.stats().upload { return true } else { return false } }
+        XCTAssertEqual(buffer.stats().stored["trace_metric"]?.envelopes, 1, "the metrics envelope waits in the folder")
+        XCTAssertFalse(buffer.add(metric: .counter("dropped while limited")))
+        XCTAssertEqual(buffer.stats().drops["ratelimit_backoff/trace_metric"], 1)
+        XCTAssertGreaterThan(buffer.stats().drops["ratelimit_backoff/trace_metric_byte"] ?? 0, 0)
+        XCTAssertTrue(buffer.add(log: .test("logs still go")))
+        buffer.flush()
+        eventually { buffer.stats().stored["log"] == nil }
+    }
+
     /// On a clock moved by hand: an envelope stored during the pacing after a sent one waits for it (a
     /// kick used to cut it short, so Low Power Mode's spacing held only while nothing new was stored).
     func testANewEnvelopeWaitsOutThePacing() throws {
