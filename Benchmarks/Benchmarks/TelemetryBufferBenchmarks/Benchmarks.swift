@@ -14,6 +14,14 @@ let typicalLog = Log(
     timestamp: Date(timeIntervalSince1970: 1_767_261_600.125),
     attributes: ["http.route": "/checkout", "http.status_code": 200, "duration.ms": 412.75, "cache.hit": true, "user.tier": "gold"])
 
+/// A typical trace metric: a distribution in milliseconds with three attributes (the budget:
+/// `add(metric:)` costs no more than `add(log:)`).
+let typicalMetric = Metric(
+    name: "api.response_time", kind: .distribution, value: .double(412.75), unit: "millisecond",
+    attributes: ["http.route": "/checkout", "http.status_code": 200, "cache.hit": true],
+    traceID: TraceID(high: 0x4F2B_8E1C_9A7D_43E6, low: 0xB0C5_D1E2_F3A4_B5C6), spanID: SpanID(0x9C1D_2E3F_4A5B_6C7D),
+    timestamp: Date(timeIntervalSince1970: 1_767_261_600.125))
+
 let typicalSpan = Span(
     traceID: typicalLog.traceID, spanID: SpanID(0x0A1B_2C3D_4E5F_6A7B), parentSpanID: SpanID(0x9C1D_2E3F_4A5B_6C7D),
     name: "GET /cart", status: .ok, isSegment: false,
@@ -234,6 +242,16 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
     } setup: {
         SteadyAdder(setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("add-span")))
+    }
+
+    // 2b. add(metric:).
+    Benchmark("add(metric:) doubleRotatingBuffer") { benchmark, adder in
+        adder.prepare()
+        benchmark.startMeasurement()
+        blackHole(adder.buffer.add(metric: typicalMetric))
+        benchmark.stopMeasurement()
+    } setup: {
+        SteadyAdder(setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("add-metric")))
     }
 
     // 3. Two threads adding at once: LoadDriver's `threads` (threads that add for the whole measurement).
