@@ -190,7 +190,7 @@ final class HostileFolderTests: XCTestCase {
         for strategy in [Options.Strategy.doubleRotatingBuffer, .fileStreamCache] {
             let folder = try TemporaryDirectory()
             defer { folder.remove() }
-            let stress = try Demo.stress(folder, strategy, count: 300, spans: true, failpoint: .publishStaged)
+            let stress = try Demo.stress(folder, strategy, count: 300, spans: true, metrics: true, failpoint: .publishStaged)
             XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
             let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
             let files = try FileManager.default.contentsOfDirectory(atPath: buffers.path).filter { $0 != "lock" }.map { name in
