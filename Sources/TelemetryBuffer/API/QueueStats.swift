@@ -41,11 +41,11 @@ extension TelemetryBuffer {
             public var envelopes = 0
             /// Their bytes.
             public var bytes = 0
-            /// Items in them (logs or spans).
+            /// Items in them (logs, spans or metrics).
             public var items = 0
         }
 
-        /// Stored envelopes by kind: `log`, `span`, `client_report`.
+        /// Stored envelopes by kind: `log`, `span`, `trace_metric`, `client_report`.
         public var stored: [String: Stored]
         /// The age of the oldest stored envelope.
         public var oldestEnvelopeAge: TimeInterval?

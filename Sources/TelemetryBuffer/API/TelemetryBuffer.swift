@@ -2,7 +2,7 @@ import CTelemetrySignals
 import Dispatch
 import Foundation
 
-/// Keeps an app's logs and spans from the moment `add` returns until they are stored as Sentry envelopes.
+/// Keeps an app's logs, spans and metrics from the moment `add` returns until they are stored as Sentry envelopes.
 ///
 /// `add(log:)` and `add(span:)` may be called from any thread, the main thread included: they encode the
 /// item once into JSON, copy it into a place in the strategy reserved under a short lock, and return; they
@@ -373,7 +373,7 @@ public final class TelemetryBuffer: Sendable {
 
     // MARK: Attributes for every item
 
-    /// Adds `value` under `key` to every log and span added from now on (replacing an earlier value of
+    /// Adds `value` under `key` to every log, span and metric added from now on (replacing an earlier value of
     /// the key, or the buffer's own default of that key); an item's own attribute of the key still wins.
     /// Any key is sent as set, `user.*` included (`sendDefaultPii` gates only `setUser`), except
     /// `sentry.timestamp.sequence`, which the buffer numbers; on a span whose field gives the key
@@ -389,7 +389,7 @@ public final class TelemetryBuffer: Sendable {
         scope.set(nil, forKey: key)
     }
 
-    /// Names the app's user on every later log and span, as `user.id`, `user.email` and `user.name`
+    /// Names the app's user on every later log, span and metric, as `user.id`, `user.email` and `user.name`
     /// (those not `nil`, replacing an attribute of the same key set with `setAttribute`), if
     /// `Options.sendDefaultPii` is on; with it off (the default) this does nothing, as the protocol's
     /// rule for `user.*` on logs asks. All `nil` forgets the user.

@@ -1,7 +1,7 @@
 /// Encodes logs, spans and trace metrics to the JSON objects that go, byte for byte, into envelope payloads.
 ///
-/// It runs on the calling thread inside `add`, once per item. The buffer's default attributes (for logs
-/// and for spans) are pre-encoded at start-up, and again whenever the app sets attributes for every item
+/// It runs on the calling thread inside `add`, once per item. The buffer's default attributes (for each
+/// signal) are pre-encoded at start-up, and again whenever the app sets attributes for every item
 /// (see `DefaultSet`), so adding them is a copy; each log also gets
 /// `sentry.timestamp.sequence` (see `TimestampSequence`). An item's own attribute with the same key wins.
 /// A span's object always starts with `{"trace_id":"<32 hex>"`, which lets readers group stored spans
@@ -159,7 +159,12 @@ struct ItemEncoder: Sendable {
         }
         writer.raw(",\"attributes\":")
         let number = numbered ? metricSequence.next() : 0
-        attributes(metric.attributes, defaults: set?.metrics ?? metricDefaults, sequence: number, into: &writer)
+        // Branches, as for logs: `??` would copy the defaults (and count references to their arrays).
+        if let set {
+            attributes(metric.attributes, defaults: set.metrics, sequence: number, into: &writer)
+        } else {
+            attributes(metric.attributes, defaults: metricDefaults, sequence: number, into: &writer)
+        }
         writer.byte(0x7D)
     }
 

@@ -8,10 +8,10 @@
 /// them.) A batch remembers at most 16 cut traces.
 struct BatchTally {
     private static let maxCutTraces = 16
-    /// Items of each signal, by its category byte: 32-bit and in line, so that `RotatingRegions`' state,
+    /// Items of each signal, by its category byte: 16-bit and in line, so that `RotatingRegions`' state,
     /// with two tallies, fits one cache line (a batch holds at most `maxBatchBytes`, 1 MiB, of records,
-    /// each over 25 bytes). Room for signals with category bytes up to 3.
-    private var counts: (Int32, Int32, Int32, Int32) = (0, 0, 0, 0)
+    /// each over 25 bytes: fewer than 2^16). Room for signals with category bytes up to 3.
+    private var counts: (UInt16, UInt16, UInt16, UInt16) = (0, 0, 0, 0)
     private var cutTraces: [TraceID] = []
 
     /// Category bytes the counts have room for (checked by `FormatAgreementTests`).
@@ -20,7 +20,7 @@ struct BatchTally {
     /// Items of `category` the batch holds.
     @inline(__always)
     func count(of category: ItemCategory) -> Int {
-        withUnsafeBytes(of: counts) { Int($0.load(fromByteOffset: Int(category.rawValue) * 4, as: Int32.self)) }
+        withUnsafeBytes(of: counts) { Int($0.load(fromByteOffset: Int(category.rawValue) * 2, as: UInt16.self)) }
     }
 
     var items: Int { Int(counts.0) + Int(counts.1) + Int(counts.2) + Int(counts.3) }
@@ -49,9 +49,9 @@ struct BatchTally {
     @inline(__always)
     mutating func count(_ category: ItemCategory, limits: BatchLimits) -> Bool {
         let count = withUnsafeMutableBytes(of: &counts) { counts in
-            let offset = Int(category.rawValue) * 4
-            let count = counts.load(fromByteOffset: offset, as: Int32.self) + 1
-            counts.storeBytes(of: count, toByteOffset: offset, as: Int32.self)
+            let offset = Int(category.rawValue) * 2
+            let count = counts.load(fromByteOffset: offset, as: UInt16.self) &+ 1
+            counts.storeBytes(of: count, toByteOffset: offset, as: UInt16.self)
             return Int(count)
         }
         return count == limits[category]

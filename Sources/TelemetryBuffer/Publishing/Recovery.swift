@@ -220,7 +220,10 @@ enum Recovery {
         guard !orphans.isEmpty else { return }
         var live = Set<[UInt8]>()
         for source in sources where source.publication.state != .captured {
-            _ = source.withRecords { $0.forEachRecord { live.insert(Array($0.payload)) } }
+            // Records of signals this build does not know are live too (kept for a later version).
+            _ = source.withRecords {
+                $0.forEachRecord(unknown: { live.insert(Array($0[RecordFraming.recordHeaderSize...])) }) { live.insert(Array($0.payload)) }
+            }
         }
         for (_, name) in orphans {
             let bytes: [UInt8]
