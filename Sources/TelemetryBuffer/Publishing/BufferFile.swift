@@ -12,9 +12,10 @@ enum BufferFile: Hashable, Sendable {
     /// `recovered`, then `recovered-N` (N ≥ 1): what start-up recovery gathered, being published, in parts
     /// no larger than a framed file is read back at (`FileSystem.maxFramedFileBytes`).
     case recovered(Int)
-    /// `kept`: records of signals this build does not know (a later version's), which recovery keeps for
-    /// that version rather than publish or drop.
-    case kept
+    /// `kept`, then `kept-N` (N ≥ 1): records of signals this build does not know (a later version's), which
+    /// recovery keeps for that version rather than publish or drop, in parts no larger than a framed file
+    /// is read back at.
+    case kept(Int)
     /// `detected-termination-N`: a region FlushAll's crash handler wrote out.
     case detectedTermination(Int)
     /// `envelope-N` (N < 2^32): an envelope staged under a publication marker.
@@ -41,7 +42,7 @@ enum BufferFile: Hashable, Sendable {
         case .awaitingSync(let number): "awaiting-sync-\(number)"
         case .spare(let number): "spare-\(number)"
         case .boot: "boot"
-        case .kept: "kept"
+        case .kept(let part): part == 0 ? "kept" : "kept-\(part)"
         case .claimed(let generation, let original): "recovering-\(generation)-\(original.name)"
         }
     }
@@ -59,7 +60,7 @@ enum BufferFile: Hashable, Sendable {
         case "flushing": self = .streamFlushing
         case "recovered": self = .recovered(0)
         case "boot": self = .boot
-        case "kept": self = .kept
+        case "kept": self = .kept(0)
         default:
             if let number = number(after: "crash-safe-list-") { self = .crashSafeList(number) }
             else if let number = number(after: "async-io-cache-") { self = .asyncIOCache(number) }
@@ -67,6 +68,7 @@ enum BufferFile: Hashable, Sendable {
             else if let number = number(after: "awaiting-sync-") { self = .awaitingSync(number) }
             else if let number = number(after: "spare-") { self = .spare(number) }
             else if let part = number(after: "recovered-") { self = .recovered(part) }
+            else if let part = number(after: "kept-") { self = .kept(part) }
             else if name.hasPrefix("envelope-"), let index = UInt32(name.dropFirst("envelope-".count)) {
                 self = .stagedEnvelope(UInt64(index))
             } else if name.hasPrefix("recovering-") {

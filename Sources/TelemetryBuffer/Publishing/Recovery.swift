@@ -186,8 +186,19 @@ enum Recovery {
             rest = rest.dropFirst(part.count)
         }
         // Before the sources go, as the parts: a crash in between leaves both, and the next start keeps them once.
-        if !kept.isEmpty {
-            try FramedFile.write(records: kept, kind: .recovered, name: BufferFile.kept.name, in: folder)
+        var keptParts = 0, keptRest = kept[...]
+        while !keptRest.isEmpty {
+            // Whole records, each part no larger than a framed file is read back at.
+            var end = keptRest.startIndex
+            while end < keptRest.endIndex {
+                let length = Int(UInt32(littleEndian: keptRest.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: end - keptRest.startIndex, as: UInt32.self) }))
+                let next = end + RecordFraming.recordHeaderSize + length
+                guard end == keptRest.startIndex || next - keptRest.startIndex <= FileSystem.maxFramedFileBytes - RecordFraming.headerSize else { break }
+                end = next
+            }
+            try FramedFile.write(records: Array(keptRest[..<end]), kind: .recovered, name: BufferFile.kept(keptParts).name, in: folder)
+            keptParts += 1
+            keptRest = keptRest[end...]
         }
         if parts > 0 { Failpoint.recoveryWritten.hit() }
         for source in sources { folder.remove(source.name) }

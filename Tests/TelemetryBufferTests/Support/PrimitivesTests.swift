@@ -108,15 +108,15 @@ final class BufferFileTests: XCTestCase {
     func testNamesRoundTripAndNothingElseParses() {
         let files: [BufferFile] = [.crashSafeList(1), .asyncIOCache(2), .streamCache, .streamFlushing, .recovered(0),
                                    .recovered(2), .detectedTermination(3), .stagedEnvelope(UInt64(UInt32.max)), .awaitingSync(4),
-                                   .spare(5), .spare(BufferFile.largestNumber), .boot, .kept,
+                                   .spare(5), .spare(BufferFile.largestNumber), .boot, .kept(0), .kept(3),
                                    .claimed(generation: 7, .crashSafeList(2)), .claimed(generation: 0, .boot)]
         for file in files { XCTAssertEqual(BufferFile(name: file.name), file, file.name) }
         for foreign in ["crash-safe-list-+1", "envelope-4294967296", "envelope-01", "recovering-2147483648-cache",
-                        "recovering-1-unknown", "lock", ".cache.tmp", "cache2", "spare-", "recovered-0", "recovered-",
+                        "recovering-1-unknown", "lock", ".cache.tmp", "cache2", "spare-", "recovered-0", "recovered-", "kept-0",
                         "spare-1073741825", "detected-termination-9223372036854775807", "awaiting-sync-99999999999999999999"] {
             XCTAssertNil(BufferFile(name: foreign), foreign)
         }
-        XCTAssertEqual(files.filter(\.holdsRecords).count, 9)
+        XCTAssertEqual(files.filter(\.holdsRecords).count, 10)
     }
 
     /// New numbers follow the largest in use, and never pass what a name may carry: there, the smallest
