@@ -332,6 +332,46 @@ final class StorageTests: XCTestCase {
         }
     }
 
+    /// More records of an unknown signal than one framed file is read back at (8 MiB): kept in parts, each
+    /// read back whole at the next start (one file past the limit would never be read again).
+    func testKeptRecordsPastOneFilesLimitGoInParts() throws {
+        try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
+        let payload = [UInt8](repeating: 0x78, count: 100_000)
+        var sequence: UInt64 = 0
+        for file in 1...6 {
+            let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-\(file)", size: 1_600_032),
+                                    kind: .crashSafeList)
+            for _ in 0..<15 {
+                let offset = list.committedRecordBytes(lane: 0)
+                payload.withUnsafeBytes { bytes in
+                    list.write(category: .log, id: ItemID(nonce: 4, sequence: sequence), payload: bytes,
+                               payloadCRC: CRC32C.checksum(bytes), lane: 0, at: offset)
+                }
+                // Category byte 9: a signal unknown here (the CRC covers it).
+                let record = UnsafeMutableRawPointer(mutating: list.records(lane: 0).baseAddress! + offset)
+                let size = Int(TB_RECORD_HEADER_SIZE), category = Int(TB_RECORD_CATEGORY_OFFSET)
+                record.storeBytes(of: 9, toByteOffset: category, as: UInt8.self)
+                var crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + size, count: payload.count))
+                crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + Int(TB_RECORD_LENGTH_OFFSET), count: 4), continuing: crc)
+                crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + category, count: size - category), continuing: crc)
+                record.storeBytes(of: crc.littleEndian, toByteOffset: Int(TB_RECORD_CRC_OFFSET), as: UInt32.self)
+                list.commit(lane: 0, from: offset, to: offset + size + payload.count)
+                sequence += 1
+            }
+        }
+        for start in 0..<2 {
+            let buffer = try TelemetryBuffer(options: testOptions(directory))
+            XCTAssertEqual(buffer.recovery.keptForALaterVersion, 90, "start \(start)")
+            XCTAssertEqual(buffer.recovery.discardedBytes, 0, "start \(start)")
+            buffer.close()
+            let parts = try FileManager.default.contentsOfDirectory(atPath: bufferFolder).filter { $0.hasPrefix("kept") }.sorted()
+            XCTAssertEqual(parts, ["kept", "kept-1"], "start \(start)")
+            for part in parts {
+                XCTAssertLessThanOrEqual(try fileSize(part), FileSystem.maxFramedFileBytes, "start \(start): \(part)")
+            }
+        }
+    }
+
     /// A list of a later version that it published (`captured`, in this boot) and its IO cache: the cache's
     /// copies of records of a signal unknown here are not kept (they were kept, to be published again by
     /// that version).
