@@ -83,6 +83,37 @@ final class MetricsTests: XCTestCase {
         XCTAssertGreaterThan(report.quantity(.beforeSend, .traceMetricByte), 50)
     }
 
+    /// With the previous batch still being written (a transport held), metrics that find no room are
+    /// refused and counted as `buffer_overflow` (`trace_metric` and `trace_metric_byte`), with each strategy;
+    /// every one accepted arrives.
+    func testOverflowingMetricsAreCountedAndTheAcceptedOnesArrive() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let transport = try GatedTransport(directory: folder.url.appendingPathComponent("out"))
+            let buffer = try TelemetryBuffer(options: testOptions(folder) {
+                $0.strategy = strategy
+                $0.transport = transport
+                $0.maxBatchBytes = 4096
+            })
+            XCTAssertTrue(buffer.add(metric: .counter("first")))
+            buffer.didEnterBackground()
+            transport.waitUntilHeld()
+            var accepted = ["first"], refused = 0
+            for index in 0..<100 {
+                let name = "fill.\(index)." + String(repeating: "f", count: 300)
+                if buffer.add(metric: .counter(name)) { accepted.append(name) } else { refused += 1 }
+            }
+            XCTAssertGreaterThan(refused, 0, strategy.rawValue)
+            XCTAssertEqual(buffer.pendingDiscards?.quantity(.bufferOverflow, .traceMetric), refused, strategy.rawValue)
+            XCTAssertGreaterThan(buffer.pendingDiscards?.quantity(.bufferOverflow, .traceMetricByte) ?? 0, refused * 300, strategy.rawValue)
+            transport.open()
+            buffer.close()
+            XCTAssertEqual(try metricItems(transport.inner.directory).flatMap(\.elements).compactMap { $0["name"] as? String }, accepted,
+                           strategy.rawValue)
+        }
+    }
+
     /// Metrics a list holds when the process dies are recovered as logs are: each once, in a
     /// `trace_metric` envelope of their own, beside the logs.
     func testMetricsInALeftListAreRecoveredOnce() throws {
