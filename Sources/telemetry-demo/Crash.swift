@@ -255,9 +255,14 @@ enum Crash {
         }
         // A child that hangs (a lock another thread held at the fork, in code the child runs) would keep the
         // test's pipes open: after 20 s it is killed, saying where it waited.
-        var status: Int32 = 0
-        for _ in 0..<2000 where waitpid(child, &status, WNOHANG) == 0 { usleep(10_000) }
-        if waitpid(child, &status, WNOHANG) == 0 {
+        var status: Int32 = 0, waits = 0
+        var reaped = waitpid(child, &status, WNOHANG)
+        while reaped == 0, waits < 2000 {
+            usleep(10_000)
+            waits += 1
+            reaped = waitpid(child, &status, WNOHANG)
+        }
+        if reaped == 0 {
             let waiting = (try? String(contentsOfFile: "/proc/\(child)/wchan", encoding: .utf8)) ?? "?"
             kill(child, SIGKILL)
             waitpid(child, &status, 0)
