@@ -24,14 +24,9 @@ final class CopyOnWriteTests: XCTestCase {
     func testAFullBtrfsUnderOverlayfsNeitherFaultsNorStallsAdd() throws {
         let disk = try LoopMountedBtrfs()
         defer { disk.remove() }
-        let layers = ["lower", "upper", "work", "merged"].map { disk.mountPoint.appendingPathComponent($0) }
-        for layer in layers { try FileManager.default.createDirectory(at: layer, withIntermediateDirectories: true) }
-        let mounted = try Demo.run(["-t", "overlay", "overlay", "-o",
-                                    "lowerdir=\(layers[0].path),upperdir=\(layers[1].path),workdir=\(layers[2].path)",
-                                    layers[3].path], deadline: 60, program: URL(fileURLWithPath: "/bin/mount"))
-        guard mounted.status == 0 else { throw XCTSkip("cannot mount overlayfs here: \(mounted.errors)") }
-        defer { _ = try? Demo.run([layers[3].path], deadline: 60, program: URL(fileURLWithPath: "/bin/umount")) }
-        try fill(disk, folder: TemporaryDirectory(in: layers[3]))
+        let overlay = try disk.mountOverlay()
+        guard let merged = overlay.merged else { throw XCTSkip("cannot mount overlayfs here: \(overlay.errors)") }
+        try fill(disk, folder: TemporaryDirectory(in: merged))
     }
 
     private func fill(_ disk: LoopMountedBtrfs, folder: TemporaryDirectory, file: StaticString = #filePath, line: UInt = #line) throws {
@@ -72,15 +67,10 @@ final class CopyOnWriteTests: XCTestCase {
     func testCrashesAndKillsOnBtrfsAndOverlayfsWithListsInMemory() throws {
         let disk = try LoopMountedBtrfs()
         defer { disk.remove() }
-        let layers = ["lower", "upper", "work", "merged"].map { disk.mountPoint.appendingPathComponent($0) }
-        for layer in layers { try FileManager.default.createDirectory(at: layer, withIntermediateDirectories: true) }
-        let mounted = try Demo.run(["-t", "overlay", "overlay", "-o",
-                                    "lowerdir=\(layers[0].path),upperdir=\(layers[1].path),workdir=\(layers[2].path)",
-                                    layers[3].path], deadline: 60, program: URL(fileURLWithPath: "/bin/mount"))
-        defer { if mounted.status == 0 { _ = try? Demo.run([layers[3].path], deadline: 60, program: URL(fileURLWithPath: "/bin/umount")) } }
+        let overlay = try disk.mountOverlay()
         var generator = SystemRandomNumberGenerator()
         let kinds = ["segv", "abort", "bus", "kill", "fatal", "kill"]
-        let places = [("btrfs", disk.mountPoint)] + (mounted.status == 0 ? [("overlayfs", layers[3])] : [])
+        let places = [("btrfs", disk.mountPoint)] + (overlay.merged.map { [("overlayfs", $0)] } ?? [])
         for (place, parent) in places {
             for (run, kind) in kinds.enumerated() {
                 let folder = try TemporaryDirectory(in: parent)
@@ -99,7 +89,7 @@ final class CopyOnWriteTests: XCTestCase {
                 if kind == "kill" { try assertLossesAreTails(crash, in: folder, spans: true, threads: 3, label) }
             }
         }
-        if mounted.status != 0 { throw XCTSkip("ran on btrfs only: cannot mount overlayfs here: \(mounted.errors)") }
+        if overlay.merged == nil { throw XCTSkip("ran on btrfs only: cannot mount overlayfs here: \(overlay.errors)") }
     }
 }
 
@@ -165,7 +155,20 @@ struct LoopMountedBtrfs {
         sync()
     }
 
+    /// Mounts overlayfs (Docker's and podman's default) over folders of this btrfs; returns the merged
+    /// folder, or `nil` and what `mount` said. `remove()` unmounts it.
+    func mountOverlay() throws -> (merged: URL?, errors: String) {
+        let layers = ["lower", "upper", "work", "merged"].map { mountPoint.appendingPathComponent($0) }
+        for layer in layers { try FileManager.default.createDirectory(at: layer, withIntermediateDirectories: true) }
+        let mounted = try Demo.run(["-t", "overlay", "overlay", "-o",
+                                    "lowerdir=\(layers[0].path),upperdir=\(layers[1].path),workdir=\(layers[2].path)",
+                                    layers[3].path], deadline: 60, program: URL(fileURLWithPath: "/bin/mount"))
+        return (mounted.status == 0 ? layers[3] : nil, mounted.errors)
+    }
+
     func remove() {
+        // The overlay first, where one was mounted (umount fails harmlessly where not).
+        _ = try? Demo.run([mountPoint.appendingPathComponent("merged").path], deadline: 60, program: URL(fileURLWithPath: "/bin/umount"))
         _ = try? Demo.run([mountPoint.path], deadline: 60, program: URL(fileURLWithPath: "/bin/umount"))
         try? FileManager.default.removeItem(at: mountPoint)
         try? FileManager.default.removeItem(at: image)

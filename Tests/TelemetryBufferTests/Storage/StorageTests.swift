@@ -296,6 +296,20 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(kept.count, 4096 + 32)
     }
 
+    /// Gives the record at `record` category byte 9, a signal this version does not know, and the CRC that
+    /// covers it again (a valid record still); returns the record's size.
+    private static func makeSignalUnknown(_ record: UnsafeRawPointer) -> Int {
+        let record = UnsafeMutableRawPointer(mutating: record)
+        let header = Int(TB_RECORD_HEADER_SIZE), category = Int(TB_RECORD_CATEGORY_OFFSET), lengthOffset = Int(TB_RECORD_LENGTH_OFFSET)
+        let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: lengthOffset, as: UInt32.self)))
+        record.storeBytes(of: 9, toByteOffset: category, as: UInt8.self)
+        var crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + header, count: length))
+        crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + lengthOffset, count: 4), continuing: crc)
+        crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + category, count: header - category), continuing: crc)
+        record.storeBytes(of: crc.littleEndian, toByteOffset: Int(TB_RECORD_CRC_OFFSET), as: UInt32.self)
+        return header + length
+    }
+
     /// Records of a signal this version does not know (a later version's), among logs: skipped, not taken
     /// for damage (the scan stopped at the first: every log after it was lost, its bytes counted as
     /// discarded), and kept in `kept` for a version that knows them, at this start and the next, never
@@ -308,15 +322,7 @@ final class StorageTests: XCTestCase {
             let start = list.committedRecordBytes(lane: 0)
             appendLogs([body], to: list, nonce: 5, from: UInt64(index))
             guard body.hasPrefix("metric") else { continue }
-            // Category byte 9, and the CRC that covers it made again: a valid record of a signal unknown here.
-            let record = UnsafeMutableRawPointer(mutating: list.records(lane: 0).baseAddress! + start)
-            record.storeBytes(of: 9, toByteOffset: Int(TB_RECORD_CATEGORY_OFFSET), as: UInt8.self)
-            let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: Int(TB_RECORD_LENGTH_OFFSET), as: UInt32.self)))
-            let header = Int(TB_RECORD_HEADER_SIZE), category = Int(TB_RECORD_CATEGORY_OFFSET)
-            var crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + header, count: length))
-            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + Int(TB_RECORD_LENGTH_OFFSET), count: 4), continuing: crc)
-            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + category, count: header - category), continuing: crc)
-            record.storeBytes(of: crc.littleEndian, toByteOffset: Int(TB_RECORD_CRC_OFFSET), as: UInt32.self)
+            _ = Self.makeSignalUnknown(list.records(lane: 0).baseAddress! + start)
         }
         for start in 0..<2 {
             let buffer = try TelemetryBuffer(options: testOptions(directory))
@@ -347,15 +353,8 @@ final class StorageTests: XCTestCase {
                     list.write(category: .log, id: ItemID(nonce: 4, sequence: sequence), payload: bytes,
                                payloadCRC: CRC32C.checksum(bytes), lane: 0, at: offset)
                 }
-                // Category byte 9: a signal unknown here (the CRC covers it).
-                let record = UnsafeMutableRawPointer(mutating: list.records(lane: 0).baseAddress! + offset)
-                let size = Int(TB_RECORD_HEADER_SIZE), category = Int(TB_RECORD_CATEGORY_OFFSET)
-                record.storeBytes(of: 9, toByteOffset: category, as: UInt8.self)
-                var crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + size, count: payload.count))
-                crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + Int(TB_RECORD_LENGTH_OFFSET), count: 4), continuing: crc)
-                crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + category, count: size - category), continuing: crc)
-                record.storeBytes(of: crc.littleEndian, toByteOffset: Int(TB_RECORD_CRC_OFFSET), as: UInt32.self)
-                list.commit(lane: 0, from: offset, to: offset + size + payload.count)
+                let size = Self.makeSignalUnknown(list.records(lane: 0).baseAddress! + offset)
+                list.commit(lane: 0, from: offset, to: offset + size)
                 sequence += 1
             }
         }
@@ -380,18 +379,9 @@ final class StorageTests: XCTestCase {
         let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
                                 kind: .crashSafeList)
         appendLogs(["metric 0", "metric 1"], to: list, nonce: 6)
-        let records = UnsafeMutableRawPointer(mutating: list.records(lane: 0).baseAddress!)
         var offset = 0
         while offset < list.committedRecordBytes(lane: 0) {
-            let record = records + offset
-            let header = Int(TB_RECORD_HEADER_SIZE), category = Int(TB_RECORD_CATEGORY_OFFSET)
-            let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: Int(TB_RECORD_LENGTH_OFFSET), as: UInt32.self)))
-            record.storeBytes(of: 9, toByteOffset: category, as: UInt8.self)
-            var crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + header, count: length))
-            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + Int(TB_RECORD_LENGTH_OFFSET), count: 4), continuing: crc)
-            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: record + category, count: header - category), continuing: crc)
-            record.storeBytes(of: crc.littleEndian, toByteOffset: Int(TB_RECORD_CRC_OFFSET), as: UInt32.self)
-            offset += header + length
+            offset += Self.makeSignalUnknown(list.records(lane: 0).baseAddress! + offset)
         }
         let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
         _ = try cache.catchUp(with: list)
