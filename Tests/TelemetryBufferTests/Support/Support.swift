@@ -146,12 +146,14 @@ func plantPublishedCopies(in folder: String, files: Int, body: (Int, Int) -> Str
     return planted
 }
 
-/// Every envelope in a folder, oldest first, each checked by the strict walk.
+/// Every envelope in a folder, oldest first, each checked by the strict walk. One removed between the
+/// listing and its reading (an uploader sent it meanwhile) is not there.
 func walkEnvelopes(in folder: URL) throws -> [WalkedEnvelope] {
     let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [])
         .filter { $0.hasSuffix(".envelope") }.sorted()
-    return try names.map { name in
-        try WalkedEnvelope(Array(try Data(contentsOf: folder.appendingPathComponent(name))), name: name)
+    return try names.compactMap { name in
+        guard let data = FileManager.default.contents(atPath: folder.appendingPathComponent(name).path) else { return nil }
+        return try WalkedEnvelope(Array(data), name: name)
     }
 }
 
