@@ -349,9 +349,10 @@ final class Uploader: @unchecked Sendable {
     }
 
     private func stop(_ reason: UploadStop) {
+        // The owner refuses later items first: once the state says stopped, no add is taken any more.
+        stopped.withLock { $0 }?(reason)
         set(.stopped(reason))
         diagnostics.log(.error, "upload stopped: \(reason)")
-        stopped.withLock { $0 }?(reason)
     }
 
     /// The request body: the stored envelope with `sent_at` added to its header line, its items byte for
