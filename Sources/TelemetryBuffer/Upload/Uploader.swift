@@ -186,17 +186,14 @@ final class Uploader: @unchecked Sendable {
                 bytes = read
             } catch is FileSystem.TooLarge {
                 diagnostics.log(.error, "upload: \(url.lastPathComponent) is larger than any envelope of the buffer; deleted")
-                files.remove(url)
-                reports.record(.internalSDKError, .logItem)
+                discardUnreadable(url, prefix: try? FileSystem.readFile(url.path, prefix: FileSystem.maxEnvelopeBytes) { _ in 0 })
                 continue
             } catch {
                 continue
             }
             guard let envelope = try? EnvelopeReader(bytes) else {
                 diagnostics.log(.error, "upload: \(url.lastPathComponent) is not a valid envelope; deleted")
-                files.remove(url)
-                // Its contents are unknown: counted as one item.
-                reports.record(.internalSDKError, .logItem)
+                discardUnreadable(url, prefix: bytes)
                 continue
             }
             // An item that is not telemetry (a client report) waits for a limit on everything.
@@ -214,6 +211,15 @@ final class Uploader: @unchecked Sendable {
             schedule(after: min(limitedUntil.timeIntervalSince(now), Self.longestRateLimitWait))
         } else {
             set(.idle)
+        }
+    }
+
+    /// Deletes an envelope that cannot be sent, counting as `internal_sdk_error` the items its readable
+    /// part (`prefix`) still names.
+    private func discardUnreadable(_ url: URL, prefix: [UInt8]?) {
+        files.remove(url)
+        for (category, quantity) in EnvelopeReader.salvagedCounts(prefix ?? []) {
+            reports.record(.internalSDKError, category, quantity: quantity)
         }
     }
 

@@ -520,21 +520,38 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// A corrupt envelope is deleted and its items counted as `internal_sdk_error` under the signal its item
+    /// headers still name (a torn metrics envelope counted as `log_item` once), with the payload bytes that
+    /// follow a header (at most its `length`) where a signal is billed by size; a file that names no
+    /// signal holds no telemetry we know of, and counts nothing.
     func testACorruptEnvelopeFileIsDeletedAndCountedNotRetried() throws {
-        let server = try server()
-        defer { server.stop() }
-        // Left by an earlier process: the transport finds it when the buffer opens.
-        let folder = directory.url.appendingPathComponent(SHA1.hex(server.dsn.utf8)).appendingPathComponent("envelopes")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        try Data("not an envelope\n{\"type\":\"log\",\"length\":99}\n{}".utf8)
-            .write(to: folder.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)))
-        let buffer = try buffer(server)
-        buffer.add(log: .test("after the corrupt one"))
-        buffer.flush()
-        eventually { stored(buffer) == 0 }
-        XCTAssertEqual(server.requests.withLock { $0.count }, 1, "only the valid envelope was sent")
-        XCTAssertEqual(buffer.stats().drops["internal_sdk_error/log_item"], 1)
-        buffer.close()
+        let cases: [(header: String, counted: [String: Int])] = [
+            ("{\"type\":\"log\",\"length\":99}", ["log_item": 1, "log_byte": 2]),
+            ("{\"type\":\"span\",\"item_count\":2,\"length\":99}", ["span": 2]),
+            ("{\"type\":\"trace_metric\",\"item_count\":3,\"length\":99}", ["trace_metric": 3, "trace_metric_byte": 2]),
+            ("{\"type\":\"unknown\"}", [:]),
+        ]
+        for (header, counted) in cases {
+            let folder = try TemporaryDirectory()
+            directory.remove()
+            directory = folder
+            defer { folder.remove() }
+            let server = try server()
+            defer { server.stop() }
+            // Left by an earlier process: the transport finds it when the buffer opens.
+            let envelopes = directory.url.appendingPathComponent(SHA1.hex(server.dsn.utf8)).appendingPathComponent("envelopes")
+            try FileManager.default.createDirectory(at: envelopes, withIntermediateDirectories: true)
+            try Data("not an envelope\n\(header)\n{}".utf8)
+                .write(to: envelopes.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)))
+            let buffer = try buffer(server)
+            buffer.add(log: .test("after the corrupt one"))
+            buffer.flush()
+            eventually { stored(buffer) == 0 }
+            XCTAssertEqual(server.requests.withLock { $0.count }, 1, "only the valid envelope was sent")
+            let drops = buffer.stats().drops.filter { $0.key.hasPrefix("internal_sdk_error/") }
+            XCTAssertEqual(drops, Dictionary(uniqueKeysWithValues: counted.map { ("internal_sdk_error/\($0.key)", $0.value) }), header)
+            buffer.close()
+        }
     }
 
     func testStatsDescribeTheQueue() throws {
