@@ -24,6 +24,12 @@ final class FileTransportTests: XCTestCase {
         return encoder.envelope([buffer.bytes], of: .log).envelope
     }
 
+    /// A metrics envelope of `count` counters.
+    private func metrics(_ count: Int) -> Envelope {
+        let payload = Array(#"{"timestamp":1767261600.0,"trace_id":"00000000000000010000000000000002","name":"m","type":"counter","value":1}"#.utf8)
+        return payload.withUnsafeBytes { encoder.envelope(Array(repeating: $0, count: count), of: .traceMetric).envelope }
+    }
+
     private func bodies() throws -> [String] { try logBodies(in: folder) }
 
     func testNamesSortByAgeAndFilesAreExactlyTheEnvelope() throws {
@@ -40,12 +46,15 @@ final class FileTransportTests: XCTestCase {
         let reports = ClientReportRecorder()
         let transport = try FileTransport(directory: folder, maxEnvelopes: 3, maxAge: 3600, reports: reports,
                                           diagnostics: Diagnostics(handler: nil))
+        try transport.send(metrics(3))
         for index in 0..<5 { try transport.send(envelope("e\(index)")) }
         XCTAssertEqual(try bodies(), ["e2", "e3", "e4"])
         let report = try XCTUnwrap(reports.take())
         XCTAssertEqual(report.quantity(.cacheOverflow, .logItem), 2)
         let payloadBytes = try WalkedEnvelope(envelope("e0").bytes).items[0].payload.count
         XCTAssertEqual(report.quantity(.cacheOverflow, .logByte), 2 * payloadBytes)
+        XCTAssertEqual(report.quantity(.cacheOverflow, .traceMetric), 3, "a metrics envelope counts its items")
+        XCTAssertEqual(report.quantity(.cacheOverflow, .traceMetricByte), try WalkedEnvelope(metrics(3).bytes).items[0].payload.count)
     }
 
     /// Beyond the byte quota the least important envelope goes: the lowest highest level, the oldest of
@@ -97,16 +106,19 @@ final class FileTransportTests: XCTestCase {
         XCTAssertEqual(try bodies(), ["next"])
     }
 
-    /// The count limit evicts by the same order; a span envelope counts as `info`.
-    func testTheCountLimitEvictsByLevelAndSpansCountAsInfo() throws {
-        let transport = try FileTransport(directory: folder, maxEnvelopes: 1)
+    /// The count limit evicts by the same order; a span or a metrics envelope counts as `info`.
+    func testTheCountLimitEvictsByLevelAndSpansAndMetricsCountAsInfo() throws {
         let payload = Array(#"{"trace_id":"00000000000000010000000000000002","span_id":"0000000000000003","name":"s"}"#.utf8)
         let span = payload.withUnsafeBytes { encoder.envelope([$0], of: .span, trace: TraceID(high: 1, low: 2)).envelope }
-        try transport.send(span)
-        try transport.send(envelope("debug", level: .debug))
-        XCTAssertEqual(try walkEnvelopes(in: folder).map { $0.items[0].type }, ["span"], "debug goes before a span")
-        try transport.send(envelope("warn", level: .warn))
-        XCTAssertEqual(try bodies(), ["warn"])
+        for (kind, envelope) in [("span", span), ("trace_metric", metrics(1))] {
+            try? FileManager.default.removeItem(at: folder)
+            let transport = try FileTransport(directory: folder, maxEnvelopes: 1)
+            try transport.send(envelope)
+            try transport.send(self.envelope("debug", level: .debug))
+            XCTAssertEqual(try walkEnvelopes(in: folder).map { $0.items[0].type }, [kind], "debug goes before \(kind)")
+            try transport.send(self.envelope("warn", level: .warn))
+            XCTAssertEqual(try bodies(), ["warn"])
+        }
     }
 
     func testOpeningRemovesExpiredEnvelopesAndInterruptedWrites() throws {

@@ -155,19 +155,27 @@ final class UploadTests: XCTestCase {
     }
 
     func testRejectedEnvelopesAreDeletedCountedAndReportedWithTheNextOne() throws {
-        let server = try server(TestServer.sequence([.respond(400), .respond(413)]))
+        let server = try server(TestServer.sequence([.respond(400), .respond(413), .respond(400)]))
         defer { server.stop() }
         let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
-        for index in 0..<3 {
+        for index in 0..<2 {
             buffer.add(log: .test("log \(index)"))
             buffer.flush()
         }
-        eventually { stored(buffer) == 0 && server.requests.withLock { $0.count } == 3 }
-        let accepted = try bodies(server, [2])[0]
+        buffer.add(metric: .counter("rejected", value: 2))
+        buffer.add(metric: .counter("rejected too"))
+        buffer.flush()
+        buffer.add(log: .test("log 2"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 && server.requests.withLock { $0.count } == 4 }
+        let accepted = try bodies(server, [3])[0]
         XCTAssertEqual(accepted.elements.compactMap { $0["body"] as? String }, ["log 2"])
         XCTAssertEqual(accepted.discards["send_error/log_item"], 2, "the client report rides with the next envelope")
+        XCTAssertEqual(accepted.discards["send_error/trace_metric"], 2, "metrics, by item, not by value")
+        XCTAssertGreaterThan(accepted.discards["send_error/trace_metric_byte"] ?? 0, 100)
         XCTAssertNil(buffer.pendingDiscards, "reset once Sentry accepted it")
         XCTAssertEqual(buffer.stats().drops["send_error/log_item"], 2)
+        XCTAssertEqual(buffer.stats().drops["send_error/trace_metric"], 2)
         buffer.close()
     }
 
@@ -181,6 +189,7 @@ final class UploadTests: XCTestCase {
             defer { server.stop() }
             let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
             buffer.add(log: .test("first"))
+            buffer.add(metric: .gauge("stored", value: 1))
             buffer.flush()
             eventually { buffer.stats().upload == .stopped(.invalidKey(status: status)) }
             let bufferFolder = buffer.directory.appendingPathComponent("telemetry-buffer").path
@@ -189,8 +198,10 @@ final class UploadTests: XCTestCase {
             }
             eventually { stored(buffer) == 0 && bufferFiles().isEmpty }
             XCTAssertFalse(buffer.add(log: .test("later")), "adds are refused")
+            XCTAssertFalse(buffer.add(metric: .gauge("later", value: 1)), "adds are refused")
             XCTAssertEqual(server.requests.withLock { $0.count }, 1, "no more requests")
             XCTAssertEqual(buffer.stats().drops["send_error/log_item"], 2, "the stored one and the refused one")
+            XCTAssertEqual(buffer.stats().drops["send_error/trace_metric"], 2, "the stored one and the refused one")
             buffer.close()
         }
     }
@@ -203,6 +214,8 @@ final class UploadTests: XCTestCase {
         buffer.flush()
         eventually { buffer.stats().upload == .stopped(.projectDisabled) }
         XCTAssertFalse(buffer.add(log: .test("refused")))
+        XCTAssertFalse(buffer.add(metric: .counter("refused")))
+        XCTAssertEqual(buffer.stats().drops["send_error/trace_metric"], 1)
         XCTAssertEqual(stored(buffer), 1)
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept"])
         buffer.close()
@@ -560,18 +573,23 @@ final class UploadTests: XCTestCase {
         let buffer = try buffer(server) { $0.uploadOptions.backoffBase = 60 }
         buffer.add(log: .test("stored"))
         buffer.add(span: .test("stored", trace: TraceID(high: 1, low: 2)))
+        buffer.add(metric: .counter("stored"))
+        buffer.add(metric: .counter("stored too"))
         buffer.flush()
         buffer.add(log: .test("buffered"))
         buffer.add(log: .test(String(repeating: "z", count: 2 << 20)))
+        buffer.add(metric: .gauge("invalid", value: .nan))
         eventually { if case .backingOff = buffer.stats().upload { return true } else { return false } }
         let stats = buffer.stats()
         XCTAssertEqual(stats.stored["log"]?.envelopes, 1)
         XCTAssertEqual(stats.stored["log"]?.items, 1)
         XCTAssertEqual(stats.stored["span"]?.items, 1)
         XCTAssertGreaterThan(stats.stored["span"]?.bytes ?? 0, 100)
+        XCTAssertEqual(stats.stored["trace_metric"]?.items, 2)
         XCTAssertNotNil(stats.oldestEnvelopeAge)
         XCTAssertEqual(stats.bufferedItems, 1)
         XCTAssertEqual(stats.drops["invalid/log_item"], 1)
+        XCTAssertEqual(stats.drops["invalid/trace_metric"], 1)
         buffer.close()
         XCTAssertEqual(buffer.stats().upload, .disabled, "closed")
     }
