@@ -198,7 +198,7 @@ final class Uploader: @unchecked Sendable {
             }
             // An item that is not telemetry (a client report) waits for a limit on everything.
             let categories = envelope.items.map { item in
-                ItemCategory(envelopeItemType: item.type).map(RateLimits.Category.init) ?? .all
+                SignalDescription.described(envelopeItemType: item.type).map { RateLimits.Category($0.category) } ?? .all
             }
             if let until = categories.compactMap({ limits.limitedUntil($0, now: now) }).max() {
                 limitedUntil = min(limitedUntil ?? until, until)
@@ -217,10 +217,11 @@ final class Uploader: @unchecked Sendable {
     /// Deletes an envelope that cannot be sent, counting as `internal_sdk_error` the items its readable
     /// part (`prefix`) still names.
     private func discardUnreadable(_ url: URL, prefix: [UInt8]?) {
-        files.remove(url)
+        // Counted first: once the file is gone, `stats()` must show the drop.
         for (category, quantity) in EnvelopeReader.salvagedCounts(prefix ?? []) {
             reports.record(.internalSDKError, category, quantity: quantity)
         }
+        files.remove(url)
     }
 
     private func send(_ url: URL, _ bytes: [UInt8], categories: [RateLimits.Category], now: Date) {

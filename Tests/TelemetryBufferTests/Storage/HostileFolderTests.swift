@@ -153,19 +153,20 @@ final class HostileFolderTests: XCTestCase {
 
     /// Files larger than any the buffer writes (sparse here, so they cost no disk): a claimed `cache` of
     /// 1 GiB is set aside unread instead of being read whole at start, and an `.envelope` of 3 MiB is
-    /// skipped by `stats()` and deleted (counted) by the uploader instead of being read whole.
+    /// skipped by `stats()` and deleted (counted by its first 2 MiB) by the uploader instead of being read whole.
     func testFilesLargerThanTheFormatAllowsAreNeverReadWhole() throws {
         let buffers = dsnFolder.appendingPathComponent("telemetry-buffer")
         let envelopes = dsnFolder.appendingPathComponent("envelopes")
         for folder in [buffers, envelopes] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
-        func sparse(_ url: URL, bytes: UInt64) throws {
-            XCTAssertTrue(FileManager.default.createFile(atPath: url.path, contents: nil))
+        func sparse(_ url: URL, bytes: UInt64, beginning: String = "") throws {
+            XCTAssertTrue(FileManager.default.createFile(atPath: url.path, contents: Data(beginning.utf8)))
             let handle = try FileHandle(forWritingTo: url)
             try handle.truncate(atOffset: bytes)
             try handle.close()
         }
         try sparse(buffers.appendingPathComponent("cache"), bytes: 1 << 30)
-        try sparse(envelopes.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)), bytes: 3 << 20)
+        try sparse(envelopes.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)), bytes: 3 << 20,
+                   beginning: "{}\n{\"type\":\"log\",\"length\":3000000}\n")
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.recovery.setAside, ["recovering-0-cache"])
         XCTAssertEqual(buffer.recovery.discardedBytes, 0)
@@ -176,6 +177,7 @@ final class HostileFolderTests: XCTestCase {
         let uploading = try TelemetryBuffer(options: testOptions(directory) { $0.upload = true })
         defer { uploading.close() }
         try eventually { try FileManager.default.contentsOfDirectory(atPath: envelopes.path).isEmpty }
+        // Counted by what its readable part names.
         XCTAssertEqual(uploading.stats().drops["internal_sdk_error/log_item"], 1)
     }
 
