@@ -128,7 +128,7 @@ extension TelemetryBuffer {
         /// off Apple platforms).
         var protector: @Sendable (URL, FileProtection) throws -> Void = { try FileSystem.protect($0, $1) }
         /// Each signal's limit per envelope and batch, as the options set them.
-        var batchLimits: BatchLimits { BatchLimits { $0.batchLimit(in: self) } }
+        var batchLimits: BatchLimits { BatchLimits(self) }
 
         /// Whether the device's protected data is available (internal: tests stand in for a device not
         /// unlocked since it started; on the device, the file system's refusal says so).

@@ -120,7 +120,7 @@ public final class TelemetryBuffer: Sendable {
             }
         }
         parts = Locked(opened)
-        held = opened == nil ? HeldUntilUnlock(maxBatchBytes: options.maxBatchBytes, reports: assembly.reports) : nil
+        held = opened == nil ? HeldUntilUnlock(maxBatchBytes: options.maxBatchBytes, limits: options.batchLimits, reports: assembly.reports) : nil
         strategy = opened?.strategy ?? held!
         scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
 
@@ -344,8 +344,10 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
+    /// The one way in for every signal: an item encoded into `payload`, checked against the rate limits
+    /// and its size, handed to the strategy; every refusal counted. `traceID`: a span's, for whole-trace drops.
     @inline(__always)
-    private func submit(_ category: ItemCategory, _ payload: UnsafeRawBufferPointer, traceID: TraceID?) -> Bool {
+    func submit(_ category: ItemCategory, _ payload: UnsafeRawBufferPointer, traceID: TraceID?) -> Bool {
         if let refusal = limits.refusal(for: RateLimits.Category(category)) {
             reports.recordDrop(of: category, bytes: payload.count, reason: refusal)
             return false

@@ -68,7 +68,8 @@ struct EnvelopeEncoder: Sendable {
     /// One envelope of `category`'s items (at most its limit, by the caller's batching), of the one
     /// `trace` they belong to if given (then with the trace's sampling context as the `trace` header).
     func envelope(_ payloads: [UnsafeRawBufferPointer], of category: ItemCategory, trace: TraceID? = nil) -> EnvelopeParts {
-        parts(payloads) { writer, length in
+        let signal = category.signal
+        return parts(payloads) { writer, length in
             if let trace {
                 writer.raw(tracedHeaderPrefix)
                 writer.traceID(trace)
@@ -77,11 +78,11 @@ struct EnvelopeEncoder: Sendable {
                 writer.raw(plainHeader)
             }
             writer.raw("{\"type\":")
-            writer.string(category.envelopeItemType)
+            writer.string(signal.envelopeItemType)
             writer.raw(",\"item_count\":")
             writer.integer(Int64(payloads.count))
             writer.raw(",\"content_type\":\"")
-            writer.raw(category.contentType)
+            writer.raw(signal.contentType)
             writer.raw("\",\"length\":")
             writer.integer(Int64(length))
             writer.raw("}\n")

@@ -116,10 +116,10 @@ struct EnvelopeReader {
             // Item headers are short; a payload line is not read as JSON.
             guard end - start <= 1024,
                   let header = try? JSONSerialization.jsonObject(with: Data(bytes[start..<end])) as? [String: Any],
-                  let type = header["type"] as? String, let category = ItemCategory(envelopeItemType: type)
+                  let type = header["type"] as? String, let signal = SignalDescription.described(envelopeItemType: type)
             else { continue }
-            counts.append((category.dataCategory, min(max((header["item_count"] as? Int) ?? 1, 0), 1000)))
-            if let bytesCategory = category.byteCategory {
+            counts.append((signal.dataCategory, min(max((header["item_count"] as? Int) ?? 1, 0), 1000)))
+            if let bytesCategory = signal.byteCategory {
                 counts.append((bytesCategory, min(max((header["length"] as? Int) ?? 0, 0), max(0, bytes.count - end - 1))))
             }
         }
@@ -130,9 +130,9 @@ struct EnvelopeReader {
     func discardCounts() -> [(DataCategory, Int)] {
         var counts: [(DataCategory, Int)] = []
         for item in items {
-            guard let category = ItemCategory(envelopeItemType: item.type) else { continue }
-            counts.append((category.dataCategory, item.itemCount ?? 1))
-            if let bytes = category.byteCategory { counts.append((bytes, item.payload.count)) }
+            guard let signal = SignalDescription.described(envelopeItemType: item.type) else { continue }
+            counts.append((signal.dataCategory, item.itemCount ?? 1))
+            if let bytes = signal.byteCategory { counts.append((bytes, item.payload.count)) }
         }
         return counts
     }

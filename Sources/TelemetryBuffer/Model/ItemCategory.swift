@@ -1,118 +1,30 @@
-/// The kinds of telemetry a buffer carries (its signals), each described once: everything that differs
-/// between them is said here (how a record names it, how its items travel in envelopes, how drops and
-/// rate limits count them, the batch rules), and the rest of the library reads it from here rather than
-/// switch over signals. The raw value is the category byte of the record framing (`TB_CATEGORY_*` in
-/// BufferFormat.h; raw values must be literals, so `FormatAgreementTests` checks them).
-enum ItemCategory: UInt8, Sendable, CaseIterable {
-    case log = 1
-    case span = 2
-    case traceMetric = 3
+/// Which signal (kind of telemetry) an item is: the category byte its record carries in the framing
+/// (`TB_CATEGORY_*` in BufferFormat.h, which `FormatAgreementTests` holds these to). A plain byte, so that
+/// `add` hands it on for nothing; everything else about the signal is its `signal`, described once.
+///
+/// Only the bytes of known signals are ever made into one (`init?(rawValue:)` checks), so every value
+/// has a description.
+struct ItemCategory: Hashable, Sendable, CustomStringConvertible {
+    let rawValue: UInt8
 
-    /// How the items of a signal share envelopes (the protocol's rule, §1.3).
-    enum Grouping: Sendable {
-        /// Items of any traces in one item per envelope, in order of arrival, without a `trace` header.
-        case anyTraces
-        /// One trace per envelope, which carries the trace's sampling context as its `trace` header.
-        case oneTracePerEnvelope
+    static let log = ItemCategory(byte: 1)
+    static let span = ItemCategory(byte: 2)
+    static let traceMetric = ItemCategory(byte: 3)
+
+    /// The signal of category byte `rawValue`; `nil` for one this build does not know (a later build's).
+    init?(rawValue: UInt8) {
+        guard SignalDescription.described(rawValue) != nil else { return nil }
+        self.init(byte: rawValue)
     }
 
-    /// The `type` of the envelope items that carry it.
-    var envelopeItemType: String {
-        switch self {
-        case .log: "log"
-        case .span: "span"
-        case .traceMetric: "trace_metric"
-        }
-    }
+    /// For descriptions: `byte` becomes known when its description is.
+    init(byte: UInt8) { rawValue = byte }
 
-    /// The `content_type` of those envelope items.
-    var contentType: StaticString {
-        switch self {
-        case .log: "application/vnd.sentry.items.log+json"
-        case .span: "application/vnd.sentry.items.span.v2+json"
-        case .traceMetric: "application/vnd.sentry.items.trace-metric+json"
-        }
-    }
+    /// The signal's description.
+    var signal: SignalDescription { SignalDescription.described(rawValue)! }
 
-    /// How its items share envelopes.
-    var grouping: Grouping {
-        switch self {
-        case .log, .traceMetric: .anyTraces
-        case .span: .oneTracePerEnvelope
-        }
-    }
-
-    /// The most items of it a batch holds, whatever its limit (the logs spec's 1000 queued logs); `nil`
-    /// for none but the batch's bytes.
-    var queueCap: Int? {
-        switch self {
-        case .log: 1000
-        case .span, .traceMetric: nil
-        }
-    }
-
-    /// The category of an envelope item's `type`, `nil` for items that are not telemetry (client reports).
-    init?(envelopeItemType type: String) {
-        guard let category = Self.allCases.first(where: { $0.envelopeItemType == type }) else { return nil }
-        self = category
-    }
-
-    /// How client reports and rate limits count one item of it.
-    var dataCategory: DataCategory {
-        switch self {
-        case .log: .logItem
-        case .span: .span
-        case .traceMetric: .traceMetric
-        }
-    }
-
-    /// Whether an envelope of it ranks, when the stored envelopes must be evicted, by the highest log
-    /// level its items carry (logs); else it ranks as `info`.
-    var ranksByLevel: Bool {
-        switch self {
-        case .log: true
-        case .span, .traceMetric: false
-        }
-    }
-
-    /// The most items of it an envelope (and a batch) holds: the option that says so.
-    func batchLimit(in options: TelemetryBuffer.Options) -> Int {
-        switch self {
-        case .log: options.maxLogsPerBatch
-        case .span: options.maxSpansPerBatch
-        case .traceMetric: options.maxMetricsPerBatch
-        }
-    }
-
-    /// How client reports count a dropped item's bytes, for a signal billed by size (logs); `nil` else.
-    var byteCategory: DataCategory? {
-        switch self {
-        case .log: .logByte
-        case .traceMetric: .traceMetricByte
-        case .span: nil
-        }
-    }
-}
-
-/// The most items of each signal one envelope (and one batch) may hold: the options' limits, keyed by
-/// signal, so that they travel as one value. In line, by category byte (as `BatchTally`'s counts): read
-/// under the regions' lock on every add, it costs no heap line of its own.
-struct BatchLimits: Sendable {
-    private var limits: (Int32, Int32, Int32, Int32) = (.max, .max, .max, .max)
-
-    /// Every signal's limit from `limit` (at most `Int32.max`).
-    init(_ limit: (ItemCategory) -> Int) {
-        for category in ItemCategory.allCases {
-            let value = Int32(clamping: limit(category))
-            withUnsafeMutableBytes(of: &limits) { $0.storeBytes(of: value, toByteOffset: Int(category.rawValue) * 4, as: Int32.self) }
-        }
-    }
-
-    subscript(_ category: ItemCategory) -> Int {
-        @inline(__always) get {
-            withUnsafeBytes(of: limits) { Int($0.load(fromByteOffset: Int(category.rawValue) * 4, as: Int32.self)) }
-        }
-    }
+    /// Its envelope item type, for diagnostics.
+    var description: String { signal.envelopeItemType }
 }
 
 /// A 16-byte item ID: a random per-buffer nonce and a sequence number.

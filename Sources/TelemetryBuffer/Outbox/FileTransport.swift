@@ -296,14 +296,14 @@ extension TelemetryBuffer {
         }
 
         /// How much an envelope matters when space runs out: the rank of the highest log level (`trace` 1
-        /// … `fatal` 6) of its items of a signal ranked by level (`ItemCategory.ranksByLevel`: logs),
+        /// … `fatal` 6) of its items of a signal ranked by level (`SignalDescription.ranksByLevel`: logs),
         /// `info`'s for an envelope of other items (spans), 0 for one that does not parse; `nil` (ranked 0
         /// for now) for one that cannot be read.
         private func rank(of name: String) -> Int? {
             guard let bytes = FileSystem.contents(of: directory.path + "/" + name, limit: FileSystem.maxEnvelopeBytes)
             else { return nil }
             guard let envelope = try? EnvelopeReader(bytes) else { return 0 }
-            let levels = envelope.items.filter { ItemCategory(envelopeItemType: $0.type)?.ranksByLevel == true }
+            let levels = envelope.items.filter { SignalDescription.described(envelopeItemType: $0.type)?.ranksByLevel == true }
                 .map { Self.highestLevelRank(in: bytes[$0.payload]) }
             return levels.max() ?? Self.levelRanks["info"]!
         }

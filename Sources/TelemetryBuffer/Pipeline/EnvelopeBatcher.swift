@@ -1,7 +1,7 @@
 /// Turns framed records into envelopes: the one path from any strategy's storage (and start-up recovery)
 /// to the transport.
 ///
-/// Each signal's items go as its description says (`ItemCategory.grouping`): logs keep their order, any
+/// Each signal's items go as its description says (`SignalDescription.grouping`): logs keep their order, any
 /// traces in one envelope; spans are grouped by trace, in order of first appearance, one trace per
 /// envelope. At most a signal's limit (`limits`) goes to an envelope, and no envelope's payloads pass
 /// `maxBytes` together (a buffer's batch never does, but recovery publishes up to 8 MiB at once: its
@@ -31,8 +31,10 @@ struct EnvelopeBatcher: Sendable {
         var groups: [Group] = []
         var open: [ItemCategory: Int] = [:], traced: [TraceID: Int] = [:]
         var lastTraced: (prefix: UnsafeRawBufferPointer, group: Int)?
+        // Looked up once, not per record.
+        let groupings = Dictionary(uniqueKeysWithValues: SignalDescription.all.map { ($0.category, $0.grouping) })
         let scan = records.forEachRecord { record in
-            switch record.category.grouping {
+            switch groupings[record.category] ?? record.category.signal.grouping {
             case .anyTraces:
                 let group = open[record.category] ?? { groups.append(Group(category: record.category)); return groups.count - 1 }()
                 open[record.category] = group
@@ -44,7 +46,7 @@ struct EnvelopeBatcher: Sendable {
                     return groups[last.group].payloads.append(record.payload)
                 }
                 guard let trace = ItemEncoder.traceID(ofSpan: record.payload) else {
-                    return reports.record(.internalSDKError, record.category.dataCategory)
+                    return reports.recordDrop(of: record.category, bytes: record.payload.count, reason: .internalSDKError)
                 }
                 let group = traced[trace] ?? { groups.append(Group(category: record.category, trace: trace)); return groups.count - 1 }()
                 traced[trace] = group

@@ -64,8 +64,9 @@ final class ClientReportRecorder: Sendable {
     /// Records one dropped item: as its signal's item category, and its bytes as its byte category if it
     /// has one (a log: `log_item` and `log_byte`; a span: `span`).
     func recordDrop(of category: ItemCategory, bytes: Int, reason: DiscardReason) {
-        let itemSlot = Self.slot(reason, category.dataCategory)
-        let byteSlot = category.byteCategory.map { Self.slot(reason, $0) }
+        let signal = category.signal
+        let itemSlot = Self.slot(reason, signal.dataCategory)
+        let byteSlot = signal.byteCategory.map { Self.slot(reason, $0) }
         counts.withLock {
             $0.pending[itemSlot] = $0.pending[itemSlot].saturatingAdding(1)
             $0.total[itemSlot] = $0.total[itemSlot].saturatingAdding(1)

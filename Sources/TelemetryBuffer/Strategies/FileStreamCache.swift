@@ -142,7 +142,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
             do { try rotate() } catch { return .rejected(.internalSDKError) }
             rotated = true
         }
-        if cacheBytes + size > maxRecordBytes || !tally.hasRoom(for: item.category) {
+        if cacheBytes + size > maxRecordBytes || !tally.hasRoom(for: item.category, limits: batcher.limits) {
             guard !pending, cacheBytes > 0 else {
                 tally.overflowed(item)
                 return .rejected(.bufferOverflow)

@@ -32,13 +32,14 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
     }
 
     private let state = Locked(State())
-    /// No batch limit: what is held is one region's bytes (and a signal's cap).
-    private static let unlimited = BatchLimits { _ in .max }
+    /// What is held is one region's bytes and each signal's cap (a limit reached changes nothing here).
+    private let limits: BatchLimits
     private let region: RecordRegion
     private let reports: ClientReportRecorder
 
-    init(maxBatchBytes: Int, reports: ClientReportRecorder) {
+    init(maxBatchBytes: Int, limits: BatchLimits, reports: ClientReportRecorder) {
         region = RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList)
+        self.limits = limits
         self.reports = reports
     }
 
@@ -68,7 +69,7 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
     func append(_ item: EncodedItem) -> AppendOutcome {
         let outcome: AppendOutcome? = state.withLock { state in
             guard state.started == nil else { return nil }
-            guard !state.closed, !state.tally.isCut(item), state.tally.hasRoom(for: item.category),
+            guard !state.closed, !state.tally.isCut(item), state.tally.hasRoom(for: item.category, limits: limits),
                   region.fits(payloadCount: item.payload.count, after: region.recordBytes)
             else {
                 state.tally.overflowed(item)
@@ -77,7 +78,7 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
             region.append(category: item.category, id: ItemID(nonce: 0, sequence: 0), payload: item.payload,
                           payloadCRC: item.payloadCRC)
             // No timer, no wake-up: nothing can be forwarded before the folder opens.
-            _ = state.tally.count(item.category, limits: Self.unlimited)
+            _ = state.tally.count(item.category, limits: limits)
             return .accepted(startTimer: false, forwardNow: false)
         }
         return outcome ?? started!.append(item)

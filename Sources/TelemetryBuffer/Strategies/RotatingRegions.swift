@@ -192,7 +192,7 @@ final class RotatingRegions: @unchecked Sendable {
     private func canTake(_ item: EncodedItem, in index: Int, _ state: inout State) -> Bool {
         let length = state.length(index)
         return withRegion(index) { $0.fits(payloadCount: item.payload.count, after: length) }
-            && state.tally(index) { $0.hasRoom(for: item.category) }
+            && state.tally(index) { $0.hasRoom(for: item.category, limits: limits) }
     }
 
     /// The region to forward next (the pending one, else the active one after a swap), once every

@@ -16,8 +16,8 @@ final class RateLimits: @unchecked Sendable {
         /// Every category.
         static let all = Category(rawValue: 0)
 
-        /// How many slots the categories take.
-        static let count = Int(ItemCategory.allCases.map(\.rawValue).max()!) + 1
+        /// How many slots the categories take: one for all, one per category byte a signal may have.
+        static let count = BatchTally.maxSignals + 1
 
         /// The limit that holds the items of a signal.
         init(_ item: ItemCategory) { rawValue = Int(item.rawValue) }
@@ -27,8 +27,8 @@ final class RateLimits: @unchecked Sendable {
         /// The category a header names (`log_item`, `span`), `nil` for one this library does not send
         /// (`log_byte` included: no signal's items are counted by it).
         init?(_ name: Substring) {
-            guard let signal = ItemCategory.allCases.first(where: { $0.dataCategory.rawValue == name }) else { return nil }
-            self.init(signal)
+            guard let signal = SignalDescription.all.first(where: { $0.dataCategory.rawValue == name }) else { return nil }
+            self.init(signal.category)
         }
     }
 

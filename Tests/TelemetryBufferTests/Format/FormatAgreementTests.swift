@@ -12,9 +12,10 @@ final class FormatAgreementTests: XCTestCase {
                         TB_KIND_RECOVERED].map { Int($0) })
         XCTAssertEqual(RecordFraming.Publication.State.allCases.map { Int($0.rawValue) },
                        [TB_MARKER_IDLE, TB_MARKER_PUBLISHING, TB_MARKER_CAPTURED].map { Int($0) })
-        XCTAssertEqual(ItemCategory.allCases.map { Int($0.rawValue) }, [TB_CATEGORY_LOG, TB_CATEGORY_SPAN, TB_CATEGORY_TRACE_METRIC].map { Int($0) })
+        XCTAssertEqual([ItemCategory.log, .span, .traceMetric].map { Int($0.rawValue) }, [TB_CATEGORY_LOG, TB_CATEGORY_SPAN, TB_CATEGORY_TRACE_METRIC].map { Int($0) })
+        XCTAssertEqual([SignalDescription.log, .span, .traceMetric].map(\.category), [.log, .span, .traceMetric])
         // A batch's tally counts each signal in line, by category byte.
-        XCTAssertTrue(ItemCategory.allCases.allSatisfy { Int($0.rawValue) < BatchTally.maxSignals })
+        XCTAssertTrue(SignalDescription.all.allSatisfy { (1...BatchTally.maxSignals).contains(Int($0.category.rawValue)) })
     }
 
     /// A region Swift framed, read at the offsets the crash handler reads: magic, kind, committed length,

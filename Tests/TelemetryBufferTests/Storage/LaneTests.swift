@@ -61,7 +61,7 @@ final class LaneTests: XCTestCase {
         try XCTSkipIf(RecordRegion.listLanes == 1, "one lane where records are copied under the lock")
         // 4 KiB of records: lane 1 holds 2 KiB, six records of 325 bytes.
         let regions = RotatingRegions(try twoLaneList(at: directory.url.path + "/list-1"), try twoLaneList(at: directory.url.path + "/list-2"),
-                                      limits: BatchLimits { _ in 100 })
+                                      limits: .every(100))
         final class Outcomes: @unchecked Sendable { var all: [AppendOutcome] = [] }
         let outcomes = Outcomes()
         // Threads take lane numbers in turn: of two new threads, one picks lane 1.

@@ -832,7 +832,7 @@ final class StorageTests: XCTestCase {
     func testAForwardTakesARegionOnlyOnceItsRecordsAreWritten() throws {
         let regions = RotatingRegions(RecordRegion(recordCapacity: 16 << 10, kind: .memoryList),
                                       RecordRegion(recordCapacity: 16 << 10, kind: .memoryList),
-                                      limits: BatchLimits { _ in 1_000_000 })
+                                      limits: .every(1_000_000))
         let adders = 2, perAdder = 50_000
         let accepted = Locked(0), addersDone = Locked(0)
         let forwarded = Locked((ids: Set<ItemID>(), items: 0, discarded: 0, forwards: 0))
@@ -887,7 +887,7 @@ final class StorageTests: XCTestCase {
             // adding when the close comes.
             let regions = RotatingRegions(RecordRegion(recordCapacity: 8 << 20, kind: .memoryList),
                                           RecordRegion(recordCapacity: 8 << 20, kind: .memoryList),
-                                          limits: BatchLimits { _ in 1_000_000 })
+                                          limits: .every(1_000_000))
             let stopped = DispatchSemaphore(value: 0)
             Thread {
                 let payload = Array(("{\"body\":\"" + String(repeating: "x", count: 600) + "\"}").utf8)
@@ -912,7 +912,7 @@ final class StorageTests: XCTestCase {
     func testRotatingRegionsCutATraceAtTheOverflowAndKeepWhatTheyAccepted() throws {
         let regions = RotatingRegions(RecordRegion(recordCapacity: 400, kind: .memoryList),
                                       RecordRegion(recordCapacity: 400, kind: .memoryList),
-                                      limits: BatchLimits { _ in 100 })
+                                      limits: .every(100))
         let doomed = TraceID(high: 1, low: 1), kept = TraceID(high: 2, low: 2)
         func span(_ trace: TraceID, size: Int) -> AppendOutcome {
             let payload = Array(("{\"trace_id\":\"" + trace.description + "\"" + String(repeating: " ", count: size) + "}").utf8)

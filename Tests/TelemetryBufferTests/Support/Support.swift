@@ -222,3 +222,12 @@ extension Span {
              endTimestamp: Date(timeIntervalSince1970: 1_767_261_600))
     }
 }
+
+extension BatchLimits {
+    /// Every signal's limit `limit` (and its cap, as its description says).
+    static func every(_ limit: Int) -> BatchLimits {
+        var options = TelemetryBuffer.Options(dsn: testDSN)
+        (options.maxLogsPerBatch, options.maxSpansPerBatch, options.maxMetricsPerBatch) = (limit, limit, limit)
+        return BatchLimits(options)
+    }
+}
