@@ -44,6 +44,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let regions: RotatingRegions
     private let batcher: EnvelopeBatcher
     private let outbox: any Outbox
+    private let forwarding: ForwardLoop
     private let io: DispatchQueue
     /// Syncs published envelopes off the forward's wait.
     private let syncs: DispatchQueue
@@ -86,6 +87,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         self.folder = folder
         self.batcher = batcher
         self.outbox = outbox
+        forwarding = ForwardLoop(folder: folder, outbox: outbox, diagnostics: batcher.diagnostics)
         self.listsInMemory = listsInMemory
         terminationNames = listsInMemory ? folder.terminationNames(2) : []
         lists = try (1...2).map { number in
@@ -161,8 +163,6 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         }
     }
 
-    /// Whether a claim that stands (lists in memory) was reported. Background queue only.
-    private var claimReported = false
     /// Whether the last copy into an IO cache failed. Touched only on `io`.
     private var mirrorFailed = false
     /// Lists in memory whose cache a publication retired and that are not reset yet. Touched only on `io`.
@@ -173,35 +173,20 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         // After a crash signal the process survived, the handler is settled here at the latest. Mapped lists
         // it never claims (only the process-wide handler state is settled); lists in memory it claims, and
         // then `add` refuses items and wakes this queue, which waits for the moment (as FlushAll's forward).
-        if lists.contains(where: \.isClaimed) { _ = CrashRegistration.awaitSettled() } else { _ = tb_crash_settle() }
+        // A list in memory the crash handler claimed: before the commit, the publication gave up (the
+        // handler's file holds the items); after it, only the reset did. Either is retried once the process
+        // is known to have survived the signal; else the handler's file keeps the list. A list that fails
+        // keeps its items and stays pending; the next forward tries again (only the retirement, if its
+        // envelopes are staged).
         var published: [Published] = []
-        var failure: (any Error)?
-        // The list waiting (or the active one), then the active one: for everything, or if it reached a limit
-        // too (two batches due at once, when their wake-ups merged).
-        for _ in 0..<2 {
-            guard let batch = regions.beginForwarding(dueOnly: !everything) else { break }
-            do {
-                // A list in memory the crash handler claimed: before the commit, the publication gave up (the
-                // handler's file holds the items); after it, only the reset did. Either is retried once the
-                // process is known to have survived the signal; else the handler's file keeps the list.
-                published.append(try Self.settlingClaims { try publish(list: batch.index, records: batch.records) })
-                try Self.settlingClaims { try regions.endForwarding() }
-                if listsInMemory { io.async { [index = batch.index] in self.retiredUnreset.remove(index) } }
-                claimReported = false
-            } catch {
-                // The list keeps its items and stays pending; the next forward tries again (only the
-                // retirement, if its envelopes are staged). A claim that stands is reported once: refused adds
-                // wake this queue again and again meanwhile.
-                if !(error is CrashInProgress && claimReported) {
-                    batcher.diagnostics.log(.error, "could not publish \(BufferFile.crashSafeList(batch.index + 1).name): \(error)")
-                }
-                claimReported = error is CrashInProgress
-                failure = error
-                break
-            }
-            Failpoint.publishEmptied.hit()
-        }
-        outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
+        let failure = forwarding.run(everything: everything, claimed: lists.contains(where: \.isClaimed),
+                                     due: { regions.beginForwarding(dueOnly: $0) },
+                                     name: { BufferFile.crashSafeList($0.index + 1).name },
+                                     publish: { published.append(try publish(list: $0.index, records: $0.records)) },
+                                     reset: { batch in
+            try regions.endForwarding()
+            if listsInMemory { io.async { [index = batch.index] in self.retiredUnreset.remove(index) } }
+        })
         guard !published.isEmpty else { return failure }
         let waiting = unsynced.withLock { unsynced in
             unsynced.envelopes += published.map(\.envelopes)
@@ -242,17 +227,6 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             // publishes what their copies hold again (at least once) instead of dropping it.
             folder.remove(BufferFile.boot.name)
             batcher.diagnostics.log(.error, "could not sync published envelopes: \(error); \(copies) keep their items for the next start")
-        }
-    }
-
-    /// Runs `body`; if the crash handler claimed a list meanwhile (`CrashInProgress`), waits until the
-    /// process is known to have survived the signal and runs it again. Background queue.
-    private static func settlingClaims<Result>(_ body: () throws -> Result) throws -> Result {
-        do {
-            return try body()
-        } catch is CrashInProgress {
-            guard CrashRegistration.awaitSettled() else { throw CrashInProgress() }
-            return try body()
         }
     }
 

@@ -16,7 +16,7 @@ import Foundation
 final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let batcher: EnvelopeBatcher
-    private let outbox: any Outbox
+    private let forwarding: ForwardLoop
     private let maxRecordBytes: Int
     private let lock = Lock()
     // Guarded by `lock`.
@@ -45,7 +45,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int) throws {
         self.folder = folder
         self.batcher = batcher
-        self.outbox = outbox
+        forwarding = ForwardLoop(folder: folder, outbox: outbox, diagnostics: batcher.diagnostics)
         maxRecordBytes = maxBatchBytes
         // A link, a FIFO or someone else's file named `flushing` would be replaced by a rotation.
         try Self.checkFlushingIsFree(in: folder)
@@ -236,37 +236,19 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
 
     @discardableResult
     func forward(everything: Bool) -> (any Error)? {
-        var failure: (any Error)?
-        // The flushing file (or the cache), then the cache: for everything, or if it reached a limit too
-        // (two batches due at once, when their wake-ups merged).
-        for _ in 0..<2 {
-            let ready: Bool = lock.withLock {
-                if !pending {
-                    guard cacheBytes > 0 else { return false }
-                    // Only the batch that reached a limit: a wake-up for one that a flush forwarded since
-                    // would forward part of the next batch.
-                    let due = tally.reachedLimit(batcher.limits)
-                    guard everything || due else { return false }
-                    do { try rotate() } catch {
-                        batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
-                        failure = error
-                        return false
-                    }
+        forwarding.run(everything: everything, claimed: false, due: { dueOnly in
+            // `flushing` (then the cache), or the cache: rotated, unless only a due batch goes and it reached
+            // no limit (a wake-up for one that a flush forwarded since would forward part of the next batch).
+            try lock.withLock { () throws -> Void? in
+                guard !pending else { return () }
+                guard cacheBytes > 0, !dueOnly || tally.reachedLimit(batcher.limits) else { return nil }
+                do { try rotate() } catch {
+                    batcher.diagnostics.log(.error, "could not rotate the stream cache: \(error)")
+                    throw error
                 }
-                return true
+                return ()
             }
-            guard ready else { break }
-            do {
-                try publishFlushing()
-            } catch {
-                batcher.diagnostics.log(.error, "could not publish \(BufferFile.streamFlushing.name): \(error)")
-                failure = error
-                break
-            }
-            lock.withLock { pending = false }
-        }
-        outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
-        return failure
+        }, name: { BufferFile.streamFlushing.name }, publish: publishFlushing, reset: { lock.withLock { pending = false } })
     }
 
     private func publishFlushing() throws {
@@ -289,7 +271,6 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         }
         folder.remove(name)
         try folder.sync()
-        Failpoint.publishEmptied.hit()
     }
 
     func close() {

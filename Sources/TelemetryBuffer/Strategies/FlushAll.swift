@@ -20,16 +20,14 @@ final class FlushAll: BufferStrategy {
     private let regions: RotatingRegions
     private let folder: BufferFolder
     private let batcher: EnvelopeBatcher
-    private let outbox: any Outbox
+    private let forwarding: ForwardLoop
     /// The files the crash handler writes the two regions to.
     private let terminationNames: [String]
-    /// Whether a claim that stands was reported (until a forward goes through).
-    private let claimReported = Locked(false)
 
     init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int) {
         self.folder = folder
         self.batcher = batcher
-        self.outbox = outbox
+        forwarding = ForwardLoop(folder: folder, outbox: outbox, diagnostics: batcher.diagnostics)
         terminationNames = folder.terminationNames(2)
         regions = RotatingRegions(
             RecordRegion(recordCapacity: maxBatchBytes, kind: .memoryList),
@@ -43,56 +41,14 @@ final class FlushAll: BufferStrategy {
     func forward(everything: Bool) -> (any Error)? {
         // After a crash signal the process survived, the handler is settled here (as by DoubleRotatingBuffer):
         // its claims go, and it takes its signals back for buffers made since. Never in `add`, which refuses
-        // items while a claim stands and wakes this queue, which waits for the moment (a second after the
-        // signal, in case it recurs).
-        if regions.all.contains(where: \.isClaimed) { _ = CrashRegistration.awaitSettled() } else { _ = tb_crash_settle() }
-        var failure: (any Error)?
-        // The region already waiting (or the active one: for everything, or at a limit), then the one active
-        // now: for everything, or if it reached a limit too (two batches due at once, when their wake-ups merged).
-        for _ in 0..<2 {
-            do {
-                guard try publishNext(dueOnly: !everything) else { break }
-            } catch is CrashInProgress {
-                // The crash handler claimed the region. The process ends, and recovery publishes the region from
-                // the handler's file; or it survives the signal, the claim goes, and the region is published now.
-                guard CrashRegistration.awaitSettled() else {
-                    // Once: refused adds wake this queue again and again while the claim stands.
-                    if !claimReported.withLock({ reported in defer { reported = true }; return reported }) {
-                        batcher.diagnostics.log(.warning, "a crash handler holds this buffer's items; its files keep them")
-                    }
-                    failure = CrashInProgress()
-                    break
-                }
-                do {
-                    guard try publishNext(dueOnly: !everything) else { break }
-                } catch {
-                    batcher.diagnostics.log(.error, "could not publish a batch: \(error)")
-                    failure = error
-                    break
-                }
-            } catch {
-                batcher.diagnostics.log(.error, "could not publish a batch: \(error)")
-                failure = error
-                break
-            }
-        }
-        outbox.takeStaged(from: folder, diagnostics: batcher.diagnostics)
-        if failure == nil { claimReported.withLock { $0 = false } }
-        return failure
-    }
-
-    /// Publishes the pending region (or the active one, swapped, unless `dueOnly` and it is below its
-    /// limits); `false` when there is none to publish.
-    private func publishNext(dueOnly: Bool) throws -> Bool {
-        guard let batch = regions.beginForwarding(dueOnly: dueOnly) else { return false }
-        let region = regions.region(batch.index)
-        // `captured`: staged by an earlier forward that the handler stopped before the reset.
-        if region.publication.state != .captured {
+        // items while a claim stands and wakes this queue.
+        forwarding.run(everything: everything, claimed: regions.all.contains(where: \.isClaimed),
+                       due: { regions.beginForwarding(dueOnly: $0) }, name: { _ in "a batch" }, publish: { batch in
+            let region = regions.region(batch.index)
+            // `captured`: staged by an earlier forward that the handler stopped before the reset.
+            guard region.publication.state != .captured else { return }
             try batcher.stage(batcher.batches(batch.records), in: folder) { try region.mark($0) }.sync()
-        }
-        try regions.endForwarding()
-        Failpoint.publishEmptied.hit()
-        return true
+        }, reset: { _ in try regions.endForwarding() })
     }
 
     func close() {
