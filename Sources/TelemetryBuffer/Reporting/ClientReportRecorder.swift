@@ -48,6 +48,14 @@ final class ClientReportRecorder: Sendable {
     private let counts = Locked((pending: [Int](repeating: 0, count: DiscardReason.allCases.count * width),
                                  total: [Int](repeating: 0, count: DiscardReason.allCases.count * width)))
 
+    /// Each known signal's data categories (items, bytes) by category byte, read once: a drop on `add`'s
+    /// path reads no description.
+    private let signalCategories: [(items: DataCategory, bytes: DataCategory?)?] = {
+        var categories = [(items: DataCategory, bytes: DataCategory?)?](repeating: nil, count: BatchTally.maxSignals + 1)
+        for signal in SignalDescription.all { categories[Int(signal.category.rawValue)] = (signal.dataCategory, signal.byteCategory) }
+        return categories
+    }()
+
     private static func slot(_ reason: DiscardReason, _ category: DataCategory) -> Int {
         DiscardReason.allCases.firstIndex(of: reason)! * width + DataCategory.allCases.firstIndex(of: category)!
     }
@@ -64,9 +72,9 @@ final class ClientReportRecorder: Sendable {
     /// Records one dropped item: as its signal's item category, and its bytes as its byte category if it
     /// has one (a log: `log_item` and `log_byte`; a span: `span`).
     func recordDrop(of category: ItemCategory, bytes: Int, reason: DiscardReason) {
-        let signal = category.signal
-        let itemSlot = Self.slot(reason, signal.dataCategory)
-        let byteSlot = signal.byteCategory.map { Self.slot(reason, $0) }
+        let signal = signalCategories[Int(category.rawValue)] ?? (category.signal.dataCategory, category.signal.byteCategory)
+        let itemSlot = Self.slot(reason, signal.items)
+        let byteSlot = signal.bytes.map { Self.slot(reason, $0) }
         counts.withLock {
             $0.pending[itemSlot] = $0.pending[itemSlot].saturatingAdding(1)
             $0.total[itemSlot] = $0.total[itemSlot].saturatingAdding(1)
