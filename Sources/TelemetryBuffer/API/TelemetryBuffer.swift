@@ -181,20 +181,31 @@ public final class TelemetryBuffer: Sendable {
                 diagnostics.log(.error, "could not remove everything stored: \(error)")
             }
         }
-        let queuesRemoval = removes && !isOnQueue
-        if queuesRemoval { opened.uploader?.hold(.dataRemoval, true) }
-        // Before anything can start a request (recovery, on the queue, may store envelopes already).
+        // Held before anything can start a request (recovery, on the queue, may store envelopes already).
+        if removes && !isOnQueue { removeHoldingUploads(opened.uploader, waits: false) }
         opened.startUploads { [weak self] in self?.serverStopped($0) }
-        if queuesRemoval { removeInBackground(releasing: opened.uploader) }
     }
 
-    /// Queues `removeStoredData` on the background queue (a failure goes to the diagnostics), then lets
-    /// `uploader` go, which the caller held (`.dataRemoval`) so that nothing the removal takes is sent.
-    private func removeInBackground(releasing uploader: Uploader?) {
-        queue.async { [self] in
-            removeStoredDataReportingFailure()
-            uploader?.hold(.dataRemoval, false)
+    /// Removes everything stored (`removeStoredData`) with `uploader` held (`.dataRemoval`) until it is done,
+    /// so that nothing the removal takes is sent. If `waits` (and not on the background queue, where
+    /// waiting would deadlock) it returns once the removal is done, with its failure; else the removal is
+    /// queued, and a failure goes to the diagnostics.
+    @discardableResult
+    private func removeHoldingUploads(_ uploader: Uploader?, waits: Bool) -> (any Error)? {
+        uploader?.hold(.dataRemoval, true)
+        guard waits, !isOnQueue else {
+            queue.async { [self] in
+                removeStoredDataReportingFailure()
+                uploader?.hold(.dataRemoval, false)
+            }
+            return nil
         }
+        defer { uploader?.hold(.dataRemoval, false) }
+        var failure: (any Error)?
+        queue.sync {
+            do { try removeStoredData() } catch { failure = error }
+        }
+        return failure
     }
 
     /// What lives in the folder, once it is open.
@@ -429,11 +440,8 @@ public final class TelemetryBuffer: Sendable {
             let uploader = opened?.uploader
             if value == .revoked, uploader == nil { held?.oweRemoval() }
             if value != .granted { uploader?.hold(.consent, true) }
-            if value == .revoked {
-                // Held until the removal is done, whatever a grant queued before it releases.
-                uploader?.hold(.dataRemoval, true)
-                removeInBackground(releasing: uploader)
-            }
+            // Held until the removal is done, whatever a grant queued before it releases.
+            if value == .revoked { removeHoldingUploads(uploader, waits: false) }
             if value == .granted, previous != .granted {
                 // Queued behind any removal; a change made meanwhile wins.
                 queue.async { [self] in
@@ -466,16 +474,9 @@ public final class TelemetryBuffer: Sendable {
     public func removeAllData() throws {
         guard !Self.isForkedChild else { return }
         let uploader = opened?.uploader
-        uploader?.hold(.dataRemoval, true)
         // Before the folder opens: owed at once, so that a takeover already queued removes before uploads start.
         if uploader == nil { held?.oweRemoval() }
-        if isOnQueue { return removeInBackground(releasing: uploader) }
-        defer { uploader?.hold(.dataRemoval, false) }
-        var failure: (any Error)?
-        queue.sync {
-            do { try removeStoredData() } catch { failure = error }
-        }
-        if let failure { throw failure }
+        if let failure = removeHoldingUploads(uploader, waits: true) { throw failure }
     }
 
     /// Background queue: `removeAllData()` for a caller that does not wait (a revocation). Nothing to do
