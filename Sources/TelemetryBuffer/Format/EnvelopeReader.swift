@@ -103,27 +103,28 @@ struct EnvelopeReader {
     }
 
     /// What a file that is not a well-formed envelope still says of its items, as a client report would
-    /// count them: each line that is an item header naming a signal counts its `item_count` (1 if absent;
-    /// at most 1000, more than any envelope of ours holds) and, for a signal billed by size, the bytes
-    /// that follow it, at most its `length`. A file that names no signal counts nothing: it holds no
-    /// telemetry this library knows of.
+    /// count them. An envelope of this library carries one item of telemetry, its header on the second
+    /// line: the first line among the first 8 that is an item header naming a signal counts its
+    /// `item_count` (1 if absent; at most 1000, more than any envelope of ours holds) and, for a signal
+    /// billed by size, the bytes that follow it (at most its `length`). A file that names no signal counts
+    /// nothing: it holds no telemetry this library knows of. The work is bounded whatever the file holds.
     static func salvagedCounts(_ bytes: [UInt8]) -> [(DataCategory, Int)] {
-        var counts: [(DataCategory, Int)] = []
         var start = 0
-        while start < bytes.count {
+        for _ in 0..<8 where start < bytes.count {
             let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
             defer { start = end + 1 }
-            // Item headers are short; a payload line is not read as JSON.
-            guard end - start <= 1024,
+            // Item headers are short JSON objects; a payload line is not parsed.
+            guard bytes[start] == UInt8(ascii: "{"), end - start <= 1024,
                   let header = try? JSONSerialization.jsonObject(with: Data(bytes[start..<end])) as? [String: Any],
                   let type = header["type"] as? String, let signal = SignalDescription.described(envelopeItemType: type)
             else { continue }
-            counts.append((signal.dataCategory, min(max((header["item_count"] as? Int) ?? 1, 0), 1000)))
+            var counts = [(signal.dataCategory, min(max((header["item_count"] as? Int) ?? 1, 0), 1000))]
             if let bytesCategory = signal.byteCategory {
                 counts.append((bytesCategory, min(max((header["length"] as? Int) ?? 0, 0), max(0, bytes.count - end - 1))))
             }
+            return counts
         }
-        return counts
+        return []
     }
 
     /// Items of telemetry the envelope carries by data category, as a client report would count them.

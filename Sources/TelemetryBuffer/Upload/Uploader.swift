@@ -185,15 +185,13 @@ final class Uploader: @unchecked Sendable {
                 else { continue }
                 bytes = read
             } catch is FileSystem.TooLarge {
-                diagnostics.log(.error, "upload: \(url.lastPathComponent) is larger than any envelope of the buffer; deleted")
-                discardUnreadable(url, prefix: try? FileSystem.readFile(url.path, prefix: FileSystem.maxEnvelopeBytes) { _ in 0 })
+                files.remove(url, countingAs: .internalSDKError, why: "larger than any envelope of the buffer")
                 continue
             } catch {
                 continue
             }
             guard let envelope = try? EnvelopeReader(bytes) else {
-                diagnostics.log(.error, "upload: \(url.lastPathComponent) is not a valid envelope; deleted")
-                discardUnreadable(url, prefix: bytes)
+                files.remove(url, countingAs: .internalSDKError, why: "not a valid envelope")
                 continue
             }
             // An item that is not telemetry (a client report) waits for a limit on everything.
@@ -212,16 +210,6 @@ final class Uploader: @unchecked Sendable {
         } else {
             set(.idle)
         }
-    }
-
-    /// Deletes an envelope that cannot be sent, counting as `internal_sdk_error` the items its readable
-    /// part (`prefix`) still names.
-    private func discardUnreadable(_ url: URL, prefix: [UInt8]?) {
-        // Counted first: once the file is gone, `stats()` must show the drop.
-        for (category, quantity) in EnvelopeReader.salvagedCounts(prefix ?? []) {
-            reports.record(.internalSDKError, category, quantity: quantity)
-        }
-        files.remove(url)
     }
 
     private func send(_ url: URL, _ bytes: [UInt8], categories: [RateLimits.Category], now: Date) {

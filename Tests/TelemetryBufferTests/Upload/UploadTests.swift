@@ -536,13 +536,17 @@ final class UploadTests: XCTestCase {
     /// A corrupt envelope is deleted and its items counted as `internal_sdk_error` under the signal its item
     /// headers still name (a torn metrics envelope counted as `log_item` once), with the payload bytes that
     /// follow a header (at most its `length`) where a signal is billed by size; a file that names no
-    /// signal holds no telemetry we know of, and counts nothing.
+    /// signal holds no telemetry we know of, and counts nothing. A crafted file counts no more than one
+    /// envelope of ours could hold.
     func testACorruptEnvelopeFileIsDeletedAndCountedNotRetried() throws {
         let cases: [(header: String, counted: [String: Int])] = [
             ("{\"type\":\"log\",\"length\":99}", ["log_item": 1, "log_byte": 2]),
             ("{\"type\":\"span\",\"item_count\":2,\"length\":99}", ["span": 2]),
             ("{\"type\":\"trace_metric\",\"item_count\":3,\"length\":99}", ["trace_metric": 3, "trace_metric_byte": 2]),
             ("{\"type\":\"unknown\"}", [:]),
+            // Crafted: only the first header counts, at most 1000 items, at most the bytes that follow it.
+            (String(repeating: "{\"type\":\"span\",\"item_count\":100000}\n", count: 100), ["span": 1000]),
+            (String(repeating: "{\"type\":\"log\",\"length\":99999999}\n", count: 3), ["log_item": 1, "log_byte": 2 * 33 + 3]),
         ]
         for (header, counted) in cases {
             let folder = try TemporaryDirectory()
