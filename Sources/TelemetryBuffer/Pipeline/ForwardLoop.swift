@@ -17,7 +17,8 @@ struct ForwardLoop: Sendable {
     let folder: BufferFolder
     let outbox: any Outbox
     let diagnostics: Diagnostics
-    /// Whether a claim that stands was reported (until a batch goes through).
+    /// Whether a claim that stands was reported (until a batch goes through, a forward has nothing to
+    /// publish, or another failure comes).
     private let claimReported = Locked(false)
 
     init(folder: BufferFolder, outbox: any Outbox, diagnostics: Diagnostics) {
@@ -58,16 +59,17 @@ struct ForwardLoop: Sendable {
                 try Self.settlingClaims { try reset(batch) }
                 claimReported.withLock { $0 = false }
             } catch {
-                if !(error is CrashInProgress) {
-                    diagnostics.log(.error, "could not publish \(name(batch)): \(error)")
-                } else if !claimReported.withLock({ reported in defer { reported = true }; return reported }) {
-                    diagnostics.log(.warning, "a crash handler holds \(name(batch)); its files keep the items")
+                let claim = error is CrashInProgress
+                if !claimReported.withLock({ reported in defer { reported = claim }; return reported && claim }) {
+                    diagnostics.log(claim ? .warning : .error, claim ? "a crash handler holds \(name(batch)); its files keep the items"
+                                                                      : "could not publish \(name(batch)): \(error)")
                 }
                 failure = error
                 break
             }
             Failpoint.publishEmptied.hit()
         }
+        if failure == nil { claimReported.withLock { $0 = false } }
         outbox.takeStaged(from: folder, diagnostics: diagnostics)
         return failure
     }
