@@ -13,12 +13,15 @@ struct ItemCategory: Hashable, Sendable, CustomStringConvertible {
 
     /// The signal of category byte `rawValue`; `nil` for one this build does not know (a later build's).
     init?(rawValue: UInt8) {
-        guard SignalDescription.described(rawValue) != nil else { return nil }
+        guard SignalDescription.isKnown(rawValue) else { return nil }
         self.init(byte: rawValue)
     }
 
-    /// For descriptions: `byte` becomes known when its description is.
-    init(byte: UInt8) { rawValue = byte }
+    /// For descriptions: `byte` (1 to `BatchTally.maxSignals`) becomes known when its description is.
+    init(byte: UInt8) {
+        assert((1...UInt8(BatchTally.maxSignals)).contains(byte), "category byte \(byte) has no slot")
+        rawValue = byte
+    }
 
     /// The signal's description.
     var signal: SignalDescription { SignalDescription.described(rawValue)! }

@@ -1,3 +1,5 @@
+import CTelemetrySignals
+
 /// Everything that differs between a buffer's signals (logs, spans, trace metrics), said once per signal:
 /// how its records name it, how its items travel in envelopes, how drops and rate limits count them, the
 /// batch rules. The rest of the library reads it from here and never switches over signals, so a signal
@@ -50,8 +52,19 @@ struct SignalDescription: Sendable {
         batchLimit: { $0.maxMetricsPerBatch })
 
     /// The signals this build knows, by category byte. Read under a lock: never on `add`'s path, which
-    /// carries only the byte (the limits it needs are the buffer's `BatchLimits`).
+    /// carries only the byte (the limits it needs are the buffer's `BatchLimits`), nor per record.
     private static let known = Locked<[SignalDescription]>([.log, .span, .traceMetric])
+
+    /// Their category bytes, a bit each, for the record framing's check of every record without the lock.
+    /// (`nonisolated(unsafe)`: only ever touched with atomic loads and stores.)
+    nonisolated(unsafe) private static let knownBytes: UnsafeMutablePointer<UInt64> = {
+        let bits = UnsafeMutablePointer<UInt64>.allocate(capacity: 1)
+        bits.initialize(to: [ItemCategory.log, .span, .traceMetric].reduce(0) { $0 | 1 << $1.rawValue })
+        return bits
+    }()
+
+    /// Whether records of category byte `byte` are of a signal this build knows.
+    static func isKnown(_ byte: UInt8) -> Bool { byte < 64 && tb_load_acquire_u64(knownBytes) & 1 << byte != 0 }
 
     /// Every known signal, in order of category byte.
     static var all: [SignalDescription] { known.withLock { $0 } }
@@ -68,13 +81,15 @@ struct SignalDescription: Sendable {
 
     /// Adds a signal to those this build knows, for buffers created from now on: how a test shows that a
     /// signal is only its description. Its category byte and item type must be new, its byte within
-    /// `BatchTally.maxSignals`.
+    /// `BatchTally.maxSignals`. Its data categories should be its own: a rate limit names a data category,
+    /// and reaches only the first signal counted by it.
     static func register(_ signal: SignalDescription) {
         known.withLock { known in
             precondition((1...UInt8(BatchTally.maxSignals)).contains(signal.category.rawValue), "no room for category byte \(signal.category.rawValue)")
             precondition(!known.contains { $0.category == signal.category || $0.envelopeItemType == signal.envelopeItemType }, "\(signal.envelopeItemType) is known")
             known.append(signal)
             known.sort { $0.category.rawValue < $1.category.rawValue }
+            tb_store_release_u64(knownBytes, tb_load_acquire_u64(knownBytes) | 1 << signal.category.rawValue)
         }
     }
 }
