@@ -247,7 +247,15 @@ public final class TelemetryBuffer: Sendable {
     public func add(log: Log) -> Bool {
         guard log.level.severityNumber >= minimumLogSeverity, consent.acceptsItems, tb_in_forked_child() == 0 else { return false }
         guard let hook = options.beforeSendLog else { return submit(log) }
-        guard let kept = hook(log) else { return dropped(log) }
+        return screen(log, with: hook, dropped: dropped, then: submit)
+    }
+
+    /// Passes `item` through the app's `hook`, then to `submit`; an item the hook drops goes to `dropped`
+    /// (to be counted). Every signal's `add` runs it when the app set a hook; without one, `add` calls its
+    /// `submit` directly, so that the common path stays a direct call.
+    private func screen<Item>(_ item: Item, with hook: @Sendable (Item) -> Item?, dropped: (Item) -> Bool,
+                              then submit: (Item) -> Bool) -> Bool {
+        guard let kept = hook(item) else { return dropped(item) }
         // The hook may have taken long enough for a revocation to come, or made it itself.
         guard consent.acceptsItems else { return false }
         return submit(kept)
@@ -288,12 +296,10 @@ public final class TelemetryBuffer: Sendable {
     public func add(span: Span) -> Bool {
         guard consent.acceptsItems, tb_in_forked_child() == 0 else { return false }
         guard let hook = options.beforeSendSpan else { return submit(span) }
-        guard let kept = hook(span) else {
+        return screen(span, with: hook, dropped: { _ in
             reports.recordDrop(of: .span, bytes: 0, reason: .beforeSend)
             return false
-        }
-        guard consent.acceptsItems else { return false }
-        return submit(kept)
+        }, then: submit)
     }
 
     @inline(__always)
@@ -319,12 +325,10 @@ public final class TelemetryBuffer: Sendable {
     public func add(metric: Metric) -> Bool {
         guard consent.acceptsItems, tb_in_forked_child() == 0 else { return false }
         guard let hook = options.beforeSendMetric else { return submit(metric) }
-        guard let kept = hook(metric) else {
+        return screen(metric, with: hook, dropped: { metric in
             reports.recordDrop(of: .traceMetric, bytes: encodedSize(of: metric), reason: .beforeSend)
             return false
-        }
-        guard consent.acceptsItems else { return false }
-        return submit(kept)
+        }, then: submit)
     }
 
     @inline(__always)
