@@ -82,6 +82,7 @@ final class NetworkTests: XCTestCase {
         buffer.waitForBackgroundWork()
         XCTAssertEqual(requests(server), 1)
         guard case .rateLimited = buffer.stats().upload else { return XCTFail("\(buffer.stats().upload)") }
+        XCTAssertFalse(buffer.add(metric: .counter("still limited")), "the limit holds every category")
         buffer.close()
     }
 

@@ -239,7 +239,9 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(buffer.stats().stored["log"]?.envelopes, 1, "the log envelope waits in the folder")
         XCTAssertFalse(buffer.add(log: .test("dropped while limited")))
         XCTAssertTrue(buffer.add(span: .test("spans still go", trace: TraceID(high: 2, low: 2))))
+        XCTAssertTrue(buffer.add(metric: .counter("metrics still go")))
         XCTAssertEqual(buffer.stats().drops["ratelimit_backoff/log_item"], 1)
+        XCTAssertNil(buffer.stats().drops["ratelimit_backoff/trace_metric"])
         let logRequests = server.requests.withLock { $0.filter { String(decoding: $0.body, as: UTF8.self).contains("\"type\":\"log\"") } }
         XCTAssertEqual(logRequests.count, 1, "not retried while limited")
         buffer.close()
@@ -376,6 +378,8 @@ final class UploadTests: XCTestCase {
         let wait = until.timeIntervalSince(clock.now())
         XCTAssertTrue(wait > 59 && wait <= 60, "\(wait)")
         XCTAssertFalse(buffer.add(log: .test("dropped while limited")))
+        XCTAssertFalse(buffer.add(metric: .counter("dropped while limited")), "every category, metrics too")
+        XCTAssertEqual(buffer.stats().drops["ratelimit_backoff/trace_metric"], 1)
         clock.advance(by: wait - 0.1)
         buffer.waitForBackgroundWork()
         eventually { clock.pendingCount == 1 }
@@ -384,6 +388,7 @@ final class UploadTests: XCTestCase {
         eventually { server.requests.withLock { $0.count } == 2 }
         eventually { stored(buffer) == 0 }
         XCTAssertTrue(buffer.add(log: .test("accepted again")))
+        XCTAssertTrue(buffer.add(metric: .counter("accepted again")))
     }
 
     /// A 429 whose `X-Sentry-Rate-Limits` limits none of the envelope's categories (here another
@@ -407,6 +412,7 @@ final class UploadTests: XCTestCase {
             guard case .rateLimited(let until) = buffer.stats().upload else { XCTFail("\(header): \(buffer.stats().upload)"); continue }
             XCTAssertFalse(buffer.add(log: .test("held")), header)
             XCTAssertTrue(buffer.add(span: .test("not held", trace: TraceID(high: 5, low: 5))), "\(header): only the envelope's categories wait")
+            XCTAssertTrue(buffer.add(metric: .counter("not held")), "\(header): only the envelope's categories wait")
             clock.advance(by: until.timeIntervalSince(clock.now()))
             // The span's flush timer came due too, and its envelope's wake-up replaces the limit's: the
             // clock goes on a millisecond at a time for it.
