@@ -156,22 +156,35 @@ final class BeforeSendTests: XCTestCase {
                 return changed
             }
             $0.beforeSendSpan = { span in span.name == "drop me" ? nil : span }
+            $0.beforeSendMetric = { metric in
+                guard metric.name != "drop.me" else { return nil }
+                var changed = metric
+                changed.attributes["scrubbed"] = true
+                return changed
+            }
         })
         defer { buffer.close() }
         XCTAssertTrue(buffer.add(log: .test("kept")))
         XCTAssertFalse(buffer.add(log: .test("secret token")))
         XCTAssertTrue(buffer.add(span: .test("kept span", trace: TraceID(high: 1, low: 2))))
         XCTAssertFalse(buffer.add(span: .test("drop me", trace: TraceID(high: 1, low: 2))))
+        XCTAssertTrue(buffer.add(metric: .counter("kept.metric")))
+        XCTAssertFalse(buffer.add(metric: .counter("drop.me")))
         buffer.flush()
         let elements = try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.elements)
         let log = try XCTUnwrap(elements.first { $0["body"] != nil })
         XCTAssertEqual(log["body"] as? String, "KEPT")
         XCTAssertEqual((log["attributes"] as? [String: [String: Any]])?["scrubbed"]?["value"] as? Bool, true)
-        XCTAssertEqual(elements.compactMap { $0["name"] as? String }, ["kept span"])
+        XCTAssertEqual(elements.filter { $0["span_id"] != nil }.compactMap { $0["name"] as? String }, ["kept span"])
+        let metric = try XCTUnwrap(elements.first { $0["name"] as? String == "kept.metric" })
+        XCTAssertEqual((metric["attributes"] as? [String: [String: Any]])?["scrubbed"]?["value"] as? Bool, true)
+        XCTAssertFalse(elements.contains { $0["name"] as? String == "drop.me" })
         let discards = try XCTUnwrap(buffer.pendingDiscards)
         XCTAssertEqual(discards.quantity(.beforeSend, .logItem), 1)
         XCTAssertGreaterThan(discards.quantity(.beforeSend, .logByte), "secret token".utf8.count)
         XCTAssertEqual(discards.quantity(.beforeSend, .span), 1)
+        XCTAssertEqual(discards.quantity(.beforeSend, .traceMetric), 1)
+        XCTAssertGreaterThan(discards.quantity(.beforeSend, .traceMetricByte), "drop.me".utf8.count)
     }
 
     func testAHookThatAddsToTheBufferNeitherDeadlocksNorLoses() throws {
@@ -187,13 +200,18 @@ final class BeforeSendTests: XCTestCase {
                 if span.name == "outer span" { box.buffer?.flush() }
                 return span
             }
+            $0.beforeSendMetric = { metric in
+                if metric.name == "outer" { XCTAssertTrue(box.buffer?.add(log: .test("from the metric hook")) ?? false) }
+                return metric
+            }
         })
         box.buffer = buffer
         defer { buffer.close() }
         XCTAssertTrue(buffer.add(log: .test("outer")))
         XCTAssertTrue(buffer.add(span: .test("outer span", trace: TraceID(high: 1, low: 2))))
+        XCTAssertTrue(buffer.add(metric: .counter("outer")))
         buffer.flush()
-        XCTAssertEqual(Set(try logBodies(in: buffer.envelopesDirectory)), ["from the hook", "outer"])
+        XCTAssertEqual(Set(try logBodies(in: buffer.envelopesDirectory)), ["from the hook", "outer", "from the metric hook"])
         box.buffer = nil
     }
 
