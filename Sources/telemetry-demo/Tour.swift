@@ -36,8 +36,7 @@ enum Tour {
                               status: .error, isSegment: false, startTimestamp: start, endTimestamp: Date(),
                               attributes: ["sentry.op": "http.client", "http.response.status_code": 503]))
         buffer.add(span: Span(traceID: trace, spanID: checkout, name: "Checkout", isSegment: true,
-                              startTimestamp: start, endTimestamp: Date(),
-                              attributes: ["sentry.op": "ui.load", "sentry.span.source": "component"]))
+                              startTimestamp: start, endTimestamp: Date(), op: "ui.load", source: .component))
         let other = TraceID.random()
         buffer.add(span: Span(traceID: other, spanID: SpanID.random(), name: "Sync", isSegment: true,
                               startTimestamp: start, endTimestamp: Date(), attributes: ["sentry.op": "app.sync"]))

@@ -74,7 +74,7 @@ struct ItemEncoder: Sendable {
     private let metricSequence = ContinuousSequence()
     private static let sequenceKey = "sentry.timestamp.sequence"
     /// The common span attributes written from a span's own fields (see `Span.init`).
-    private static let spanKeys = ["sentry.op", "sentry.segment.id", "sentry.segment.name", "sentry.span.source",
+    private static let spanKeys = ["sentry.op", "sentry.segment.id", "sentry.segment.name", "sentry.segment.name.source",
                                    "thread.id", "thread.name"]
     private static let spanPrefix = Array("{\"trace_id\":\"".utf8)
 
@@ -267,7 +267,7 @@ struct ItemEncoder: Sendable {
             body("sentry.segment.name", #""sentry.segment.name":{"value":"#, .string(name))
         }
         if span.isSegment {
-            body("sentry.span.source", #""sentry.span.source":{"value":"#, .string((span.source ?? .custom).rawValue))
+            body("sentry.segment.name.source", #""sentry.segment.name.source":{"value":"#, .string((span.source ?? .custom).rawValue))
         }
         if let thread = span.threadID { body("thread.id", #""thread.id":{"value":"#, .integer(thread)) }
         if let name = span.threadName, !name.isEmpty { body("thread.name", #""thread.name":{"value":"#, .string(name)) }

@@ -8,7 +8,7 @@ extension TelemetryBuffer {
             case ok, error
         }
 
-        /// How a segment's name was chosen (`sentry.span.source`, sent on segment spans).
+        /// How a segment's name was chosen (`sentry.segment.name.source`, sent on segment spans).
         public enum Source: String, Sendable, Hashable {
             case custom, url, route, view, component, task
         }
@@ -55,7 +55,7 @@ extension TelemetryBuffer {
         public var links: [Link]
         /// The operation, e.g. `http.client`: `sentry.op`.
         public var op: String?
-        /// How the segment's name was chosen: `sentry.span.source` on a segment span (`custom` if `nil`).
+        /// How the segment's name was chosen: `sentry.segment.name.source` on a segment span (`custom` if `nil`).
         public var source: Source?
         /// The segment this span belongs to, `sentry.segment.id` (a segment span is its own).
         public var segmentID: SpanID?
@@ -81,14 +81,14 @@ extension TelemetryBuffer {
         ///     common attributes below; one with a key of theirs replaces it.
         ///   - links: Links to spans of other traces.
         ///   - op: The operation (`sentry.op`).
-        ///   - source: How a segment's name was chosen (`sentry.span.source`; `custom` if `nil`).
+        ///   - source: How a segment's name was chosen (`sentry.segment.name.source`; `custom` if `nil`).
         ///   - segmentID: The segment it belongs to; a segment span is its own.
         ///   - segmentName: The segment's name; a segment span's is its own name.
         ///   - threadID: The thread it ran on, if known.
         ///   - threadName: That thread's name, if known.
         ///
         /// The protocol's common span attributes come from these: `sentry.op`, `sentry.segment.id` and
-        /// `sentry.segment.name` on every span of a segment, `sentry.span.source` on segment spans,
+        /// `sentry.segment.name` on every span of a segment, `sentry.segment.name.source` on segment spans,
         /// `thread.id` and `thread.name`. An attribute of `attributes` with one of those keys wins.
         public init(
             traceID: TraceID, spanID: SpanID, parentSpanID: SpanID? = nil, name: String,

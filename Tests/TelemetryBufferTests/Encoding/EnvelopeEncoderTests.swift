@@ -78,7 +78,7 @@ final class EnvelopeEncoderTests: XCTestCase {
             endTimestamp: Date(timeIntervalSince1970: 1_767_261_600.402561),
             attributes: [
                 "sentry.op": "ui.load", "sentry.segment.id": "9c1d2e3f4a5b6c7d", "sentry.segment.name": "Checkout",
-                "sentry.span.source": "component", "sentry.sdk.name": "sentry.cocoa.example",
+                "sentry.segment.name.source": "component", "sentry.sdk.name": "sentry.cocoa.example",
                 "sentry.sdk.version": "1.2.0", "sentry.release": "app@1.2.0", "sentry.environment": "production",
                 "os.name": "iOS",
             ]))

@@ -3,7 +3,7 @@ import XCTest
 @testable import TelemetryBuffer
 
 /// The protocol's common span attributes from a span's fields: `sentry.op`, `sentry.segment.id` and
-/// `sentry.segment.name` on every span of a segment, `sentry.span.source` on segment spans (a MUST),
+/// `sentry.segment.name` on every span of a segment, `sentry.segment.name.source` on segment spans (a MUST),
 /// `thread.id` and `thread.name`; a span's own attribute of such a key wins.
 final class SpanAttributesTests: XCTestCase {
     private var directory: TemporaryDirectory!
@@ -29,7 +29,7 @@ final class SpanAttributesTests: XCTestCase {
         XCTAssertEqual(child["sentry.op"]?["value"] as? String, "http.client")
         XCTAssertEqual(child["sentry.segment.id"]?["value"] as? String, "9c1d2e3f4a5b6c7d")
         XCTAssertEqual(child["sentry.segment.name"]?["value"] as? String, "Checkout")
-        XCTAssertNil(child["sentry.span.source"], "only on segment spans")
+        XCTAssertNil(child["sentry.segment.name.source"], "only on segment spans")
         XCTAssertEqual(child["thread.id"]?["value"] as? Int, 259)
         XCTAssertEqual(child["thread.id"]?["type"] as? String, "integer")
         XCTAssertEqual(child["thread.name"]?["value"] as? String, "main")
@@ -37,9 +37,9 @@ final class SpanAttributesTests: XCTestCase {
         XCTAssertEqual(child["sentry.environment"]?["value"] as? String, "prod")
         XCTAssertEqual(root["sentry.segment.id"]?["value"] as? String, "9c1d2e3f4a5b6c7d", "a segment is its own")
         XCTAssertEqual(root["sentry.segment.name"]?["value"] as? String, "Checkout")
-        XCTAssertEqual(root["sentry.span.source"]?["value"] as? String, "component")
+        XCTAssertEqual(root["sentry.segment.name.source"]?["value"] as? String, "component")
         XCTAssertEqual(root["sentry.op"]?["value"] as? String, "ui.load")
-        XCTAssertEqual(spans["Plain segment"]?["sentry.span.source"]?["value"] as? String, "custom", "the MUST, by default")
+        XCTAssertEqual(spans["Plain segment"]?["sentry.segment.name.source"]?["value"] as? String, "custom", "the MUST, by default")
         let plain = try XCTUnwrap(spans["Plain child"])
         XCTAssertFalse(plain.keys.contains { $0.hasPrefix("sentry.segment") || $0 == "sentry.op" || $0.hasPrefix("thread.") },
                        "nothing the app did not say")
@@ -77,13 +77,13 @@ final class SpanAttributesTests: XCTestCase {
         defer { buffer.close() }
         let start = Date()
         buffer.add(span: Span(traceID: TraceID(high: 1, low: 2), spanID: SpanID(5), name: "Root", isSegment: true,
-                              startTimestamp: start, endTimestamp: start, attributes: ["sentry.span.source": "route", "sentry.op": "own"],
+                              startTimestamp: start, endTimestamp: start, attributes: ["sentry.segment.name.source": "route", "sentry.op": "own"],
                               op: "field"))
         let root = try XCTUnwrap(try storedAttributes(buffer)["Root"])
-        XCTAssertEqual(root["sentry.span.source"]?["value"] as? String, "route")
+        XCTAssertEqual(root["sentry.segment.name.source"]?["value"] as? String, "route")
         XCTAssertEqual(root["sentry.op"]?["value"] as? String, "own")
         let json = String(decoding: try XCTUnwrap(walkEnvelopes(in: buffer.envelopesDirectory).first?.items.first?.payload), as: UTF8.self)
         XCTAssertEqual(json.components(separatedBy: "\"sentry.op\"").count, 2, "the key appears once")
-        XCTAssertEqual(json.components(separatedBy: "\"sentry.span.source\"").count, 2)
+        XCTAssertEqual(json.components(separatedBy: "\"sentry.segment.name.source\"").count, 2)
     }
 }

@@ -143,4 +143,39 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         XCTAssertNil(logs[1]["span_id"])
         XCTAssertEqual(logs[2]["trace_id"] as? String, TraceID.process.description)
     }
+
+    /// Every attribute key the handler writes (with the library's) is one Sentry's conventions registry
+    /// knows, of its type, not deprecated; checked by the core's `Tests/Conformance/check_conventions.py`.
+    /// Skips without `sentry-conventions` (pip install sentry-conventions==0.29.0), unless
+    /// `TB_REQUIRE_PARSER=1`, as in CI.
+    func testEveryAttributeKeyTheHandlerWritesIsInSentrysRegistry() throws {
+        struct Failure: Error, CustomStringConvertible { var description: String }
+        logger().error("checkout failed", error: Failure(description: "declined"), metadata: ["cart": "3"])
+        buffer.flush()
+        // This file is Integrations/TelemetryBufferLogging/Tests/TelemetryBufferLoggingTests/<name>.swift.
+        var root = URL(fileURLWithPath: #filePath)
+        for _ in 0..<5 { root.deleteLastPathComponent() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", root.appendingPathComponent("Tests/Conformance/check_conventions.py").path,
+                             "--ignore", "cart", buffer.envelopesDirectory.path]
+        let output = Pipe(), errors = Pipe()
+        (process.standardOutput, process.standardError) = (output, errors)
+        try process.run()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        let complaint = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        if process.terminationStatus == 3 || process.terminationStatus == 127 {
+            let missing = "needs sentry-conventions==0.29.0: \(complaint)"
+            if ProcessInfo.processInfo.environment["TB_REQUIRE_PARSER"] == "1" { return XCTFail(missing) }
+            throw XCTSkip(missing)
+        }
+        XCTAssertEqual(process.terminationStatus, 0, complaint)
+        let result = try XCTUnwrap(JSONSerialization.jsonObject(with: printed) as? [String: Any])
+        let seen = try XCTUnwrap(result["seen"] as? [String: String])
+        for key in ["code.file.path", "code.function.name", "code.line.number", "logger.name", "sentry.origin", "exception.type"] {
+            XCTAssertNotNil(seen[key], "\(key) was written: \(seen.keys.sorted())")
+        }
+        XCTAssertEqual(result["problems"] as? [String], [], "seen: \(seen)")
+    }
 }
