@@ -1,0 +1,76 @@
+import CoreMetrics
+import TelemetryBuffer
+
+/// A swift-metrics backend that sends every recorded value to a `TelemetryBuffer` as a Sentry trace metric.
+///
+/// ```swift
+/// let buffer = try TelemetryBuffer(options: Options(dsn: dsn))
+/// MetricsSystem.bootstrap(TelemetryBufferMetricsFactory(buffer: buffer))
+/// Counter(label: "orders.placed", dimensions: [("region", "eu")]).increment()
+/// ```
+///
+/// | swift-metrics | trace metric |
+/// |---|---|
+/// | `Counter`, `FloatingPointCounter` | `counter` of the increment |
+/// | `Meter`, `Gauge` (a non-aggregating `Recorder`) | `gauge` of the value set (or reached by `increment`/`decrement`) |
+/// | `Recorder` (aggregating) | `distribution` sample |
+/// | `Timer` | `distribution` sample in `nanosecond`, or in its preferred display unit, converted |
+///
+/// The label is the metric's name, the dimensions its string attributes (made once per handler, not per
+/// value). Each value is one `add(metric:)`: Sentry aggregates, the handlers keep nothing but a `Meter`'s
+/// current value. `reset()` sends nothing (a counter's values are increments) and `destroy` forgets
+/// nothing, since nothing is kept. A value that is NaN or infinite is dropped and counted by the buffer as
+/// `invalid`. Recording never waits on disk I/O.
+public struct TelemetryBufferMetricsFactory: MetricsFactory {
+    /// The buffer the metrics go to.
+    public let buffer: TelemetryBuffer
+    /// The trace (and span) each value belongs to, asked per value; `nil`, or a provider that returns
+    /// `nil`, uses `TraceID.process`.
+    public let trace: (@Sendable () -> (traceID: TraceID, spanID: SpanID?)?)?
+
+    /// A factory whose handlers send to `buffer`.
+    ///
+    /// - Parameters:
+    ///   - buffer: Where the metrics go.
+    ///   - trace: The active trace and span per value (a tracing library's, say).
+    public init(buffer: TelemetryBuffer, trace: (@Sendable () -> (traceID: TraceID, spanID: SpanID?)?)? = nil) {
+        self.buffer = buffer
+        self.trace = trace
+    }
+
+    /// A handler sending each increment as a `counter`.
+    public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        MetricHandler(.counter, label, dimensions, self)
+    }
+
+    /// A handler sending each increment as a `counter`.
+    public func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+        MetricHandler(.counter, label, dimensions, self)
+    }
+
+    /// A handler sending each value the meter takes as a `gauge`.
+    public func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        MetricHandler(.gauge, label, dimensions, self)
+    }
+
+    /// A handler sending each value as a `distribution` sample (`aggregate`) or a `gauge`.
+    public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        MetricHandler(aggregate ? .distribution : .gauge, label, dimensions, self)
+    }
+
+    /// A handler sending each duration as a `distribution` sample.
+    public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        MetricHandler(.distribution, label, dimensions, self, unit: .nanoseconds)
+    }
+
+    /// Nothing to forget: handlers keep nothing.
+    public func destroyCounter(_ handler: any CounterHandler) {}
+    /// Nothing to forget: handlers keep nothing.
+    public func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) {}
+    /// Nothing to forget: a meter's value goes with its handler.
+    public func destroyMeter(_ handler: any MeterHandler) {}
+    /// Nothing to forget: handlers keep nothing.
+    public func destroyRecorder(_ handler: any RecorderHandler) {}
+    /// Nothing to forget: handlers keep nothing.
+    public func destroyTimer(_ handler: any TimerHandler) {}
+}
