@@ -8,6 +8,8 @@ let package = Package(
     dependencies: [
         // A link to the repository root, so the dependency is named TelemetryBuffer whatever the clone is called.
         .package(path: "TelemetryBuffer"),
+        // The swift-metrics backend, through the same link (its own link to the core resolves to the same folder).
+        .package(path: "TelemetryBuffer/Integrations/TelemetryBufferMetrics"),
         .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
@@ -17,6 +19,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "package-benchmark"),
                 .product(name: "TelemetryBuffer", package: "TelemetryBuffer"),
+                .product(name: "TelemetryBufferMetrics", package: "TelemetryBufferMetrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Benchmarks/TelemetryBufferBenchmarks",

@@ -2,6 +2,8 @@ import Benchmark
 import Foundation
 import GRDB
 import TelemetryBuffer
+import TelemetryBufferMetrics
+import CoreMetrics
 
 // `BENCHMARK_SMOKE=1`: a few iterations of each benchmark, to check they build and run (CI).
 let smoke = ProcessInfo.processInfo.environment["BENCHMARK_SMOKE"] != nil
@@ -252,6 +254,20 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
     } setup: {
         SteadyAdder(setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("add-metric")))
+    }
+
+    // 2c. A swift-metrics value through TelemetryBufferMetricsFactory (the budget: about what
+    // add(metric:) costs): a timer-like distribution with the typical metric's three attributes as dimensions.
+    Benchmark("swift-metrics Recorder.record doubleRotatingBuffer") { (benchmark: Benchmark, measured: (adder: SteadyAdder, recorder: Recorder)) in
+        measured.adder.prepare()
+        benchmark.startMeasurement()
+        measured.recorder.record(412.75)
+        benchmark.stopMeasurement()
+    } setup: {
+        let adder = SteadyAdder(setUpBuffer(.doubleRotatingBuffer, folder: temporaryFolder("metrics-recorder")))
+        let dimensions = [("http.route", "/checkout"), ("http.status_code", "200"), ("cache.hit", "true")]
+        return (adder: adder, recorder: Recorder(label: "api.response_time", dimensions: dimensions,
+                                                 factory: TelemetryBufferMetricsFactory(buffer: adder.buffer)))
     }
 
     // 3. Two threads adding at once: LoadDriver's `threads` (threads that add for the whole measurement).
