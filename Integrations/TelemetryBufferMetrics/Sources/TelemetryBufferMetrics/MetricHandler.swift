@@ -7,15 +7,15 @@ import TelemetryBuffer
 final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHandler, RecorderHandler, TimerHandler,
     @unchecked Sendable
 {
-    // @unchecked: `meterValue` and `unit` are touched only under `lock`; the rest never changes.
+    // @unchecked: `unit` is touched only under `lock`; the rest never changes.
     private let kind: Metric.Kind
     private let name: String
     /// The dimensions as attributes, made once.
     private let attributes: Attributes
+    /// The label and dimensions: a meter's series in `MeterValues`.
+    private let series: String
     private let factory: TelemetryBufferMetricsFactory
     private let lock = NSLock()
-    /// A meter's current value, which `increment` and `decrement` move.
-    private var meterValue = 0.0
     /// A timer's unit (its preferred display unit); `nil` for other metrics.
     private var unit: TimeUnit?
 
@@ -26,6 +26,7 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
         var attributes = Attributes()
         for (key, value) in dimensions { attributes[key] = .string(value) }
         self.attributes = attributes
+        series = ([name] + dimensions.flatMap { [$0.0, $0.1] }).joined(separator: "\u{0}")
         self.factory = factory
         self.unit = unit
     }
@@ -36,14 +37,26 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
                                           traceID: trace?.traceID ?? .process, spanID: trace?.spanID))
     }
 
+    /// Moves the meter's series and sends the value it reached.
+    private func move(_ change: (Double) -> Double) {
+        factory.meters.move(series, change) { send(.double($0)) }
+    }
+
     // MARK: Counters
 
-    func increment(by amount: Int64) { send(.integer(amount)) }
+    /// Sends the increment; one of 0 or less is not sent (a counter only goes up, as swift-metrics' own
+    /// floating-point counter has it, and Sentry sums the increments).
+    func increment(by amount: Int64) {
+        if amount > 0 { send(.integer(amount)) }
+    }
 
     func increment(by amount: Double) {
         // A meter's increment moves its value; a counter's is the value.
-        guard kind == .gauge else { return send(.double(amount)) }
-        send(.double(lock.withLock { meterValue += amount; return meterValue }))
+        guard kind == .gauge else {
+            if amount > 0 { send(.double(amount)) }  // NaN is not above 0 either
+            return
+        }
+        move { $0 + amount }
     }
 
     /// Sends nothing: a counter's values are increments, which Sentry sums.
@@ -51,19 +64,11 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
 
     // MARK: Meters
 
-    func set(_ value: Int64) {
-        lock.withLock { meterValue = Double(value) }
-        send(.integer(value))
-    }
+    func set(_ value: Int64) { move { _ in Double(value) } }
 
-    func set(_ value: Double) {
-        lock.withLock { meterValue = value }
-        send(.double(value))
-    }
+    func set(_ value: Double) { move { _ in value } }
 
-    func decrement(by amount: Double) {
-        send(.double(lock.withLock { meterValue -= amount; return meterValue }))
-    }
+    func decrement(by amount: Double) { move { $0 - amount } }
 
     // MARK: Recorders
 

@@ -17,16 +17,21 @@ import TelemetryBuffer
 /// | `Timer` | `distribution` sample in `nanosecond`, or in its preferred display unit, converted |
 ///
 /// The label is the metric's name, the dimensions its string attributes (made once per handler, not per
-/// value). Each value is one `add(metric:)`: Sentry aggregates, the handlers keep nothing but a `Meter`'s
-/// current value. `reset()` sends nothing (a counter's values are increments) and `destroy` forgets
-/// nothing, since nothing is kept. A value that is NaN or infinite is dropped and counted by the buffer as
-/// `invalid`. Recording never waits on disk I/O.
+/// value). Each value is one `add(metric:)`: Sentry aggregates, and the factory keeps nothing but each
+/// meter series' current value (label and dimensions: every `Meter` of a series moves the same value, and
+/// its values are sent in the order they were reached). A counter's increment of 0 or less is not sent;
+/// `reset()` sends nothing (a counter's values are increments) and `destroy` forgets nothing. A value that
+/// is NaN or infinite is dropped and counted by the buffer as `invalid` (a meter keeps the value it had). A
+/// timer's unit is its own: give every `Timer` of a name the same preferred display unit. Recording never
+/// waits on disk I/O.
 public struct TelemetryBufferMetricsFactory: MetricsFactory {
     /// The buffer the metrics go to.
     public let buffer: TelemetryBuffer
     /// The trace (and span) each value belongs to, asked per value; `nil`, or a provider that returns
     /// `nil`, uses `TraceID.process`.
     public let trace: (@Sendable () -> (traceID: TraceID, spanID: SpanID?)?)?
+    /// The meters' current values, by series: shared by every copy of the factory.
+    let meters = MeterValues()
 
     /// A factory whose handlers send to `buffer`.
     ///
