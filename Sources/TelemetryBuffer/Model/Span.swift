@@ -56,6 +56,7 @@ extension TelemetryBuffer {
         /// The operation, e.g. `http.client`: `sentry.op`.
         public var op: String?
         /// How the segment's name was chosen: `sentry.segment.name.source` on a segment span (`custom` if `nil`).
+        /// An attribute under the deprecated key `sentry.span.source` is sent as it is, not read: set this.
         public var source: Source?
         /// The segment this span belongs to, `sentry.segment.id` (a segment span is its own).
         public var segmentID: SpanID?
