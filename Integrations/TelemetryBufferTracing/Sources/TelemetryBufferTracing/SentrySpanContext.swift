@@ -1,0 +1,62 @@
+import Tracing
+import TelemetryBuffer
+
+/// What a span of this tracer leaves in the `InstrumentationContext` for its children, the propagation
+/// headers and the log and metric integrations: its trace and span, the trace's sampling decision, its
+/// segment, and the trace's dynamic sampling context (DSC), frozen at the segment's start.
+public struct SentrySpanContext: Sendable, Hashable {
+    /// The trace.
+    public var traceID: TraceID
+    /// The span (for an extracted context: the remote parent).
+    public var spanID: SpanID
+    /// Whether the trace is sampled: its spans are recorded only then; it propagates either way. `nil`
+    /// only for an extracted context whose caller deferred the decision (a `sentry-trace` without a flag).
+    public var sampled: Bool?
+    /// The local segment (the first span of this process in the trace), its ID and name; `nil` for a
+    /// context extracted from a remote parent, whose first local span becomes a segment.
+    public var segment: (id: SpanID, name: String)? {
+        get { segmentID.map { ($0, segmentName) } }
+        set { (segmentID, segmentName) = (newValue?.id, newValue?.name ?? "") }
+    }
+    private var segmentID: SpanID?
+    private var segmentName = ""
+    /// The trace's dynamic sampling context, as `sentry-` baggage members (without the prefix).
+    public var dynamicSamplingContext: [String: String]
+    /// The other members of an incoming `baggage` header, passed on as they came.
+    public var foreignBaggage: [String]
+    /// An incoming W3C `tracestate` header, passed on as it came.
+    public var traceState: String?
+
+    /// A span context.
+    public init(traceID: TraceID, spanID: SpanID, sampled: Bool?, dynamicSamplingContext: [String: String] = [:],
+                foreignBaggage: [String] = [], traceState: String? = nil) {
+        self.traceID = traceID
+        self.spanID = spanID
+        self.sampled = sampled
+        self.dynamicSamplingContext = dynamicSamplingContext
+        self.foreignBaggage = foreignBaggage
+        self.traceState = traceState
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.traceID == rhs.traceID && lhs.spanID == rhs.spanID && lhs.sampled == rhs.sampled && lhs.segmentID == rhs.segmentID
+            && lhs.segmentName == rhs.segmentName && lhs.dynamicSamplingContext == rhs.dynamicSamplingContext
+            && lhs.foreignBaggage == rhs.foreignBaggage && lhs.traceState == rhs.traceState
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(traceID)
+        hasher.combine(spanID)
+    }
+
+    private enum Key: InstrumentationContextKey {
+        typealias Value = SentrySpanContext
+        static var nameOverride: String? { "sentry-span-context" }
+    }
+
+    /// The span context a context carries, if any.
+    public static func current(in context: InstrumentationContext) -> SentrySpanContext? { context[Key.self] }
+
+    /// `context` carrying `span` from now on.
+    static func set(_ span: SentrySpanContext?, in context: inout InstrumentationContext) { context[Key.self] = span }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import TelemetryBuffer
+import Tracing
+
+/// A swift-distributed-tracing `Tracer` whose finished spans go to a `TelemetryBuffer` as span v2 items,
+/// and which carries a trace across HTTP calls with Sentry's and W3C's headers.
+///
+/// ```swift
+/// let buffer = try TelemetryBuffer(options: Options(dsn: dsn))
+/// InstrumentationSystem.bootstrap(TelemetryBufferTracer(buffer: buffer))
+/// try await withSpan("checkout") { span in … }
+/// ```
+///
+/// A span without a local parent (a root, or the first of this process in a trace an incoming request
+/// carried) is a **segment**; its descendants carry its ID and name (`sentry.segment.id`/`.name`). Only
+/// ended spans of sampled traces enter the buffer. Head sampling happens at a segment without a decision
+/// to follow: `tracesSampler`, if set, else `tracesSampleRate`, against the trace's `sample_rand`. A trace
+/// that is not sampled records nothing and still propagates (`-0`).
+public struct TelemetryBufferTracer: Tracer {
+    /// How the tracer samples.
+    public struct Options: Sendable {
+        /// The share of new traces recorded, from 0 to 1 (default 1: all).
+        public var tracesSampleRate: Double = 1
+        /// Decides a new trace's sample rate instead of `tracesSampleRate`, from what it is given.
+        public var tracesSampler: (@Sendable (SamplingContext) -> Double)?
+
+        /// Every trace recorded.
+        public init() {}
+    }
+
+    /// What `Options.tracesSampler` decides from: the segment's operation and kind, the caller's decision
+    /// if one came with the trace, and the device's state where the platform reports it (`nil` where it
+    /// does not: Low Power Mode and the thermal state are known on Apple platforms only).
+    public struct SamplingContext: Sendable {
+        /// The segment's operation name.
+        public var operationName: String
+        /// The segment's kind.
+        public var kind: SpanKind
+        /// The decision an incoming trace carried, if any.
+        public var parentSampled: Bool?
+        /// Whether Low Power Mode is on; `nil` where unknown.
+        public var isLowPowerModeEnabled: Bool?
+        /// The thermal state (`nominal`, `fair`, `serious`, `critical`); `nil` where unknown.
+        public var thermalState: String?
+    }
+
+    /// The buffer the spans go to.
+    public let buffer: TelemetryBuffer
+    /// How the tracer samples.
+    public let options: Options
+
+    /// A tracer sending to `buffer`.
+    public init(buffer: TelemetryBuffer, options: Options = Options()) {
+        self.buffer = buffer
+        self.options = options
+    }
+
+    /// Starts a span: a child of the context's span of this tracer, or a segment (continuing the trace an
+    /// extracted context carries, if any, else a new trace, sampled here).
+    public func startSpan<Instant: TracerInstant>(
+        _ operationName: String, context: @autoclosure () -> InstrumentationContext, ofKind kind: SpanKind,
+        at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
+    ) -> TelemetryBufferSpan {
+        var context = context()
+        let parent = SentrySpanContext.current(in: context)
+        let spanID = SpanID.random()
+        var span: SentrySpanContext
+        if let parent, let segment = parent.segment {
+            span = parent
+            span.spanID = spanID
+            span.segment = segment
+        } else {
+            let traceID = parent?.traceID ?? .random()
+            var dsc = parent?.dynamicSamplingContext ?? [:]
+            // A deferred decision is made against the caller's `sample_rand`, so that the trace's processes agree.
+            let sampleRand = dsc["sample_rand"].flatMap(Double.init) ?? Double.random(in: 0..<1)
+            // The caller's decision, else this process's (then the segment is the head of the trace).
+            var rate = 1.0
+            let sampled: Bool
+            if let decided = parent?.sampled {
+                sampled = decided
+            } else {
+                rate = options.tracesSampler?(SamplingContext(
+                    operationName: operationName, kind: kind, parentSampled: nil,
+                    isLowPowerModeEnabled: DeviceState.isLowPowerModeEnabled, thermalState: DeviceState.thermalState))
+                    ?? options.tracesSampleRate
+                rate = rate.isFinite ? min(max(rate, 0), 1) : 0
+                sampled = sampleRand < rate
+            }
+            // The trace's DSC, frozen by its head: an incoming one is kept as it came, else this segment's.
+            if dsc["trace_id"] == nil {
+                dsc = ownDynamicSamplingContext(traceID, sampleRand: sampleRand, sampled: sampled, rate: rate,
+                                                transaction: operationName)
+            }
+            span = SentrySpanContext(traceID: traceID, spanID: spanID, sampled: sampled, dynamicSamplingContext: dsc,
+                                     foreignBaggage: parent?.foreignBaggage ?? [], traceState: parent?.traceState)
+            span.segment = (spanID, operationName)
+        }
+        SentrySpanContext.set(span, in: &context)
+        return TelemetryBufferSpan(operationName: operationName, kind: kind, context: context, span: span,
+                                   parentSpanID: parent?.spanID, isSegment: parent?.segment == nil,
+                                   start: instant().nanosecondsSinceEpoch, buffer: buffer)
+    }
+
+    /// The DSC this process starts a trace with: its DSN's public key, release and environment.
+    private func ownDynamicSamplingContext(_ traceID: TraceID, sampleRand: Double, sampled: Bool, rate: Double,
+                                           transaction: String) -> [String: String] {
+        var dsc = ["trace_id": traceID.description, "sample_rand": String(format: "%.6f", sampleRand),
+                   "sampled": sampled ? "true" : "false", "sample_rate": String(rate), "transaction": transaction]
+        if let key = URLComponents(string: buffer.options.dsn)?.user { dsc["public_key"] = key }
+        if let release = buffer.options.release { dsc["release"] = release }
+        if let environment = buffer.options.environment { dsc["environment"] = environment }
+        return dsc
+    }
+
+    /// Stores what the buffer holds, waiting at most 2 s.
+    public func forceFlush() {
+        buffer.flush(timeout: 2)
+    }
+
+    /// Writes the context's trace as `sentry-trace`, `baggage` (the DSC, then foreign members),
+    /// `traceparent` and, if one came in, `tracestate`. Nothing for a context without a span of this tracer.
+    public func inject<Carrier, Inject: Injector>(_ context: InstrumentationContext, into carrier: inout Carrier,
+                                                  using injector: Inject) where Inject.Carrier == Carrier {
+        guard let span = SentrySpanContext.current(in: context) else { return }
+        injector.inject(TraceHeaders.sentryTrace(span), forKey: TraceHeaders.sentryTrace, into: &carrier)
+        if let baggage = TraceHeaders.baggage(span) { injector.inject(baggage, forKey: TraceHeaders.baggage, into: &carrier) }
+        injector.inject(TraceHeaders.traceparent(span), forKey: TraceHeaders.traceparent, into: &carrier)
+        if let state = span.traceState { injector.inject(state, forKey: TraceHeaders.tracestate, into: &carrier) }
+    }
+
+    /// Reads an incoming trace: `sentry-trace` (with `baggage`'s DSC), else `traceparent`; the first span
+    /// started in the context continues it as a segment whose parent is the caller's span.
+    public func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout InstrumentationContext,
+                                                     using extractor: Extract) where Extract.Carrier == Carrier {
+        let baggage = extractor.extract(key: TraceHeaders.baggage, from: carrier).map(TraceHeaders.parseBaggage)
+        let state = extractor.extract(key: TraceHeaders.tracestate, from: carrier)
+        if let header = extractor.extract(key: TraceHeaders.sentryTrace, from: carrier),
+           let (trace, span, sampled) = TraceHeaders.parseSentryTrace(header) {
+            // A DSC of another trace is not this one's.
+            let dsc = baggage?.sentry["trace_id"] == trace.description ? baggage?.sentry ?? [:] : [:]
+            SentrySpanContext.set(SentrySpanContext(traceID: trace, spanID: span, sampled: sampled, dynamicSamplingContext: dsc,
+                                                    foreignBaggage: baggage?.foreign ?? [], traceState: state), in: &context)
+        } else if let header = extractor.extract(key: TraceHeaders.traceparent, from: carrier),
+                  let (trace, span, sampled) = TraceHeaders.parseTraceparent(header) {
+            SentrySpanContext.set(SentrySpanContext(traceID: trace, spanID: span, sampled: sampled,
+                                                    foreignBaggage: baggage?.foreign ?? [], traceState: state), in: &context)
+        }
+    }
+}

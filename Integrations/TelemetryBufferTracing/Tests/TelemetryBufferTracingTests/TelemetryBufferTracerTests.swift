@@ -1,0 +1,221 @@
+import Foundation
+import TelemetryBuffer
+import TelemetryBufferTracing
+import Tracing
+import XCTest
+
+/// HTTP headers as a dictionary, for inject and extract.
+struct HeaderInjector: Injector {
+    func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) { carrier[key] = value }
+}
+
+struct HeaderExtractor: Extractor {
+    func extract(key: String, from carrier: [String: String]) -> String? { carrier[key] }
+}
+
+/// The tracer against a real buffer in a temporary folder; its spans are read back from the envelope files.
+final class TelemetryBufferTracerTests: XCTestCase {
+    private var folder: URL!
+    private var buffer: TelemetryBuffer!
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("tb-tracing-\(UUID().uuidString)")
+        var options = Options(dsn: "https://abc123@o1.ingest.example.com/1")
+        options.cacheDirectory = folder
+        options.upload = false
+        options.release = "app@2"
+        options.environment = "test"
+        buffer = try TelemetryBuffer(options: options)
+    }
+
+    override func tearDown() {
+        buffer.close()
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    private func tracer(rate: Double = 1) -> TelemetryBufferTracer {
+        var options = TelemetryBufferTracer.Options()
+        options.tracesSampleRate = rate
+        return TelemetryBufferTracer(buffer: buffer, options: options)
+    }
+
+    /// Every span stored so far, by name, with the `trace` header of its envelope.
+    private func storedSpans() throws -> [String: (span: [String: Any], trace: [String: Any]?)] {
+        buffer.flush()
+        var spans: [String: (span: [String: Any], trace: [String: Any]?)] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path) where name.hasSuffix(".envelope") {
+            let bytes = try Data(contentsOf: buffer.envelopesDirectory.appendingPathComponent(name))
+            let headerEnd = try XCTUnwrap(bytes.firstIndex(of: 0x0A))
+            let envelopeHeader = try XCTUnwrap(JSONSerialization.jsonObject(with: bytes[..<headerEnd]) as? [String: Any])
+            var offset = headerEnd + 1
+            while offset < bytes.count {
+                let itemEnd = try XCTUnwrap(bytes[offset...].firstIndex(of: 0x0A))
+                let header = try XCTUnwrap(JSONSerialization.jsonObject(with: bytes[offset..<itemEnd]) as? [String: Any])
+                let length = try XCTUnwrap(header["length"] as? Int)
+                let payload = bytes[(itemEnd + 1)..<(itemEnd + 1 + length)]
+                if header["type"] as? String == "span" {
+                    let items = try XCTUnwrap(JSONSerialization.jsonObject(with: payload) as? [String: Any])["items"] as? [[String: Any]]
+                    for span in items ?? [] { spans[span["name"] as? String ?? ""] = (span, envelopeHeader["trace"] as? [String: Any]) }
+                }
+                offset = itemEnd + 1 + length + 1
+            }
+        }
+        return spans
+    }
+
+    private func attribute(_ span: [String: Any], _ key: String) -> Any? {
+        (span["attributes"] as? [String: [String: Any]])?[key]?["value"]
+    }
+
+    /// A root span is a segment; a span started in its context is its child and carries the segment.
+    func testNestedSpansMakeASegmentAndItsChild() throws {
+        let tracer = tracer()
+        tracer.withSpan("checkout", ofKind: .server) { root in
+            root.attributes["cart.items"] = 3
+            tracer.withSpan("SELECT cart", context: root.context) { child in
+                child.attributes["db.system"] = "postgresql"
+            }
+        }
+        let spans = try storedSpans()
+        let root = try XCTUnwrap(spans["checkout"]?.span), child = try XCTUnwrap(spans["SELECT cart"]?.span)
+        XCTAssertEqual(root["is_segment"] as? Bool, true)
+        XCTAssertNil(root["parent_span_id"])
+        XCTAssertEqual(child["is_segment"] as? Bool, false)
+        XCTAssertEqual(child["parent_span_id"] as? String, root["span_id"] as? String)
+        XCTAssertEqual(child["trace_id"] as? String, root["trace_id"] as? String)
+        XCTAssertEqual(attribute(child, "sentry.segment.id") as? String, root["span_id"] as? String)
+        XCTAssertEqual(attribute(child, "sentry.segment.name") as? String, "checkout")
+        XCTAssertEqual(attribute(root, "sentry.op") as? String, "http.server")
+        XCTAssertEqual(attribute(child, "sentry.op") as? String, "db")
+        XCTAssertEqual(attribute(root, "cart.items") as? Int, 3)
+    }
+
+    /// Injected headers carry the trace, the span and the decision, and the DSC as `sentry-` baggage.
+    func testInjectWritesSentryAndW3CHeaders() throws {
+        let tracer = tracer()
+        var headers: [String: String] = [:]
+        var traceID = "", spanID = ""
+        tracer.withSpan("GET /cart", ofKind: .client) { span in
+            tracer.inject(span.context, into: &headers, using: HeaderInjector())
+            let stored = SentrySpanContext.current(in: span.context)
+            (traceID, spanID) = (stored?.traceID.description ?? "", stored?.spanID.description ?? "")
+        }
+        XCTAssertEqual(headers["sentry-trace"], "\(traceID)-\(spanID)-1")
+        XCTAssertEqual(headers["traceparent"], "00-\(traceID)-\(spanID)-01")
+        let baggage = Set((headers["baggage"] ?? "").split(separator: ",").map(String.init))
+        XCTAssertTrue(baggage.isSuperset(of: ["sentry-trace_id=\(traceID)", "sentry-public_key=abc123", "sentry-sampled=true",
+                                              "sentry-sample_rate=1.0", "sentry-release=app@2", "sentry-environment=test",
+                                              "sentry-transaction=GET%20/cart"]), "\(baggage)")
+        XCTAssertTrue(baggage.contains { $0.hasPrefix("sentry-sample_rand=0.") }, "\(baggage)")
+    }
+
+    /// An incoming `sentry-trace` is continued: the first span is a segment of that trace whose parent is
+    /// the caller's span; the incoming DSC and foreign baggage members go on unchanged.
+    func testAnIncomingSentryTraceIsContinued() throws {
+        let tracer = tracer(rate: 0)  // the caller's decision wins over the rate
+        let incoming = ["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-1",
+                        "baggage": "other=1,sentry-trace_id=4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6,sentry-sample_rate=0.5,sentry-public_key=caller"]
+        var context = InstrumentationContext.topLevel
+        tracer.extract(incoming, into: &context, using: HeaderExtractor())
+        var outgoing: [String: String] = [:]
+        tracer.withSpan("POST /pay", context: context, ofKind: .server) { span in
+            tracer.inject(span.context, into: &outgoing, using: HeaderInjector())
+        }
+        let span = try XCTUnwrap(try storedSpans()["POST /pay"]?.span)
+        XCTAssertEqual(span["trace_id"] as? String, "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6")
+        XCTAssertEqual(span["parent_span_id"] as? String, "9c1d2e3f4a5b6c7d")
+        XCTAssertEqual(span["is_segment"] as? Bool, true)
+        let baggage = Set((outgoing["baggage"] ?? "").split(separator: ",").map(String.init))
+        XCTAssertEqual(baggage, ["sentry-trace_id=4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6", "sentry-sample_rate=0.5",
+                                 "sentry-public_key=caller", "other=1"])
+    }
+
+    /// A `traceparent` is read when no `sentry-trace` came; an unsampled incoming trace records nothing and
+    /// still propagates its decision.
+    func testAnUnsampledTraceparentRecordsNothingAndPropagates() throws {
+        let tracer = tracer()
+        var context = InstrumentationContext.topLevel
+        tracer.extract(["traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", "tracestate": "vendor=x"],
+                       into: &context, using: HeaderExtractor())
+        var outgoing: [String: String] = [:]
+        tracer.withSpan("job", context: context, ofKind: .consumer) { span in
+            XCTAssertFalse(span.isRecording)
+            tracer.inject(span.context, into: &outgoing, using: HeaderInjector())
+        }
+        XCTAssertTrue(try storedSpans().isEmpty)
+        XCTAssertTrue(outgoing["sentry-trace"]?.hasPrefix("0af7651916cd43dd8448eb211c80319c-") == true)
+        XCTAssertTrue(outgoing["sentry-trace"]?.hasSuffix("-0") == true)
+        XCTAssertEqual(outgoing["tracestate"], "vendor=x")
+    }
+
+    /// A rate of 0 records no new trace; a sampler decides instead of the rate when set.
+    func testTheRateAndTheSamplerDecideNewTraces() throws {
+        tracer(rate: 0).withSpan("dropped") { _ in }
+        var options = TelemetryBufferTracer.Options()
+        options.tracesSampleRate = 0
+        options.tracesSampler = { $0.operationName == "kept" ? 1 : 0 }
+        let sampling = TelemetryBufferTracer(buffer: buffer, options: options)
+        sampling.withSpan("kept") { _ in }
+        sampling.withSpan("not kept") { _ in }
+        XCTAssertEqual(Set(try storedSpans().keys), ["kept"])
+    }
+
+    /// A recorded error makes the status `error` and names the error.
+    func testARecordedErrorMakesTheSpanFail() throws {
+        struct Declined: Error {}
+        let tracer = tracer()
+        XCTAssertThrowsError(try tracer.withSpan("pay") { _ in throw Declined() })
+        let span = try XCTUnwrap(try storedSpans()["pay"]?.span)
+        XCTAssertEqual(span["status"] as? String, "error")
+        XCTAssertEqual(attribute(span, "exception.type") as? String, String(reflecting: Declined.self))
+    }
+
+    /// Malformed headers start a new trace instead.
+    func testMalformedHeadersStartANewTrace() throws {
+        let tracer = tracer()
+        for headers in [["sentry-trace": "nothex-9c1d2e3f4a5b6c7d-1"], ["traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"],
+                        ["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-x"]] {
+            var context = InstrumentationContext.topLevel
+            tracer.extract(headers, into: &context, using: HeaderExtractor())
+            XCTAssertNil(SentrySpanContext.current(in: context), "\(headers)")
+        }
+    }
+
+    /// Every attribute key the tracer writes (with the library's) is one Sentry's conventions registry knows,
+    /// of its type, not deprecated; checked by the core's `Tests/Conformance/check_conventions.py`. Skips
+    /// without `sentry-conventions` (pip install sentry-conventions==0.29.0), unless `TB_REQUIRE_PARSER=1`.
+    func testEveryAttributeKeyTheTracerWritesIsInSentrysRegistry() throws {
+        struct Declined: Error {}
+        let tracer = tracer()
+        try? tracer.withSpan("checkout", ofKind: .server) { root in
+            tracer.withSpan("query", context: root.context) { $0.attributes["db.system"] = "postgresql" }
+            throw Declined()
+        }
+        buffer.flush()
+        // This file is Integrations/TelemetryBufferTracing/Tests/TelemetryBufferTracingTests/<name>.swift.
+        var root = URL(fileURLWithPath: #filePath)
+        for _ in 0..<5 { root.deleteLastPathComponent() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", root.appendingPathComponent("Tests/Conformance/check_conventions.py").path,
+                             buffer.envelopesDirectory.path]
+        let output = Pipe(), errors = Pipe()
+        (process.standardOutput, process.standardError) = (output, errors)
+        try process.run()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        let complaint = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        if process.terminationStatus == 3 || process.terminationStatus == 127 {
+            let missing = "needs sentry-conventions==0.29.0: \(complaint)"
+            if ProcessInfo.processInfo.environment["TB_REQUIRE_PARSER"] == "1" { return XCTFail(missing) }
+            throw XCTSkip(missing)
+        }
+        XCTAssertEqual(process.terminationStatus, 0, complaint)
+        let result = try XCTUnwrap(JSONSerialization.jsonObject(with: printed) as? [String: Any])
+        let seen = try XCTUnwrap(result["seen"] as? [String: String])
+        for key in ["sentry.op", "sentry.segment.name.source", "exception.type", "exception.message", "db.system.name"] {
+            XCTAssertNotNil(seen[key], "\(key) was written: \(seen.keys.sorted())")
+        }
+        XCTAssertEqual(result["problems"] as? [String], [], "seen: \(seen)")
+    }
+}
