@@ -71,6 +71,8 @@ public final class TelemetryBuffer: Sendable {
     private let scope: Scope
     /// The user's consent: `add` reads it, changes hold the uploader or remove what is stored.
     private let consent: DataCollectionState
+    /// The sampling contexts traces' heads froze (`setSamplingContext`), for their envelopes' headers.
+    private let traceContexts: TraceSamplingContexts
     private static let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
     /// Creates a buffer, its folders and its transport, and starts recovering what an earlier process left.
@@ -99,6 +101,7 @@ public final class TelemetryBuffer: Sendable {
         minimumLogSeverity = options.minimumLogLevel.severityNumber
         scope = Scope(encoder: assembly.encoder, sendsUser: options.sendDefaultPii)
         consent = assembly.consent
+        traceContexts = assembly.batcher.encoder.traceContexts
         queue = assembly.queue
         let opened: FolderParts?
         do {
@@ -416,6 +419,16 @@ public final class TelemetryBuffer: Sendable {
         if let email { user["user.email"] = .string(email) }
         if let username { user["user.name"] = .string(username) }
         scope.setUser(user)
+    }
+
+    /// Sets the dynamic sampling context that the envelopes of `trace`'s spans carry as their `trace`
+    /// header: the one the trace's head froze. A tracer that continues an incoming request passes its
+    /// caller's (the `sentry-` members of its `baggage`, without the prefix); one that starts a trace, its
+    /// own (with its `sample_rand`). String fields; the `trace_id` is the trace's. Kept in memory for the
+    /// latest 256 traces set; the spans of other traces, and spans recovered after a restart, carry the
+    /// buffer's own (the DSN's public key, `Options.tracesSampleRate`, the release and the environment).
+    public func setSamplingContext(_ context: [String: String], forTrace trace: TraceID) {
+        traceContexts.set(context, for: trace)
     }
 
     // MARK: Consent

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Each envelope holds one item of one signal (its `type` and `content_type` from the signal's
 /// description); an envelope of one trace's items carries the trace's sampling context as its `trace`
-/// header. The uploader appends a `client_report` item when it sends. Every `length` is the payload's byte
+/// header: the one its head froze, if the app set it (`traceContexts`), else the buffer's own. The uploader appends a `client_report` item when it sends. Every `length` is the payload's byte
 /// count; every line ends in one LF.
 struct EnvelopeEncoder: Sendable {
     /// The values of the dynamic sampling context that do not depend on the trace.
@@ -22,6 +22,8 @@ struct EnvelopeEncoder: Sendable {
     /// `{"dsn":…,"sdk":{…},"trace":{"trace_id":"` … `","public_key":…}}` LF.
     let tracedHeaderPrefix: [UInt8]
     let tracedHeaderSuffix: [UInt8]
+    /// The contexts traces' heads froze, which replace the buffer's own in their envelopes' headers.
+    let traceContexts = TraceSamplingContexts()
 
     init(dsn: DSN, sdkName: String, sdkVersion: String, sampling: SamplingContext) {
         func bytes(_ write: (inout JSONWriter) -> Void) -> [UInt8] {
@@ -73,7 +75,7 @@ struct EnvelopeEncoder: Sendable {
             if let trace {
                 writer.raw(tracedHeaderPrefix)
                 writer.traceID(trace)
-                writer.raw(tracedHeaderSuffix)
+                writer.raw(traceContexts.headerSuffix(for: trace) ?? tracedHeaderSuffix)
             } else {
                 writer.raw(plainHeader)
             }

@@ -33,6 +33,8 @@ final class ConformanceTests: XCTestCase {
         // Templated logs: a numbered and a named parameter of every type.
         let (count, ratio, flag) = (3, 0.5, true)
         buffer.add(log: .info("\(tricky) \(count) \(ratio, name: "ratio") \(flag) 100%"))
+        // One trace with the sampling context its head froze (escapes in a value), the others the buffer's own.
+        buffer.setSamplingContext(["public_key": "caller", "sample_rand": "0.5", "transaction": tricky], forTrace: TraceID(high: 2, low: 7))
         for trace in 1...3 {
             buffer.flush()
             for index in 0..<6 {

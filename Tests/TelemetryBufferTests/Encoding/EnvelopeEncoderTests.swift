@@ -142,4 +142,35 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(attributes["sentry.environment"]?["value"] as? String, "qa")
         XCTAssertEqual(attributes["sentry.sdk.version"]?["value"] as? String, TelemetryBuffer.version)
     }
+
+    /// A trace whose head's sampling context was set carries it (the `trace_id` always the trace's);
+    /// another trace carries the buffer's own; the oldest of more than 256 set is forgotten.
+    func testATraceCarriesTheSamplingContextItsHeadFroze() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.tracesSampleRate = 0.25 })
+        defer { buffer.close() }
+        let continued = TraceID(high: 7, low: 7), own = TraceID(high: 8, low: 8)
+        buffer.setSamplingContext(["trace_id": "not this", "public_key": "caller", "sample_rate": "0.5", "sample_rand": "0.123456",
+                                   "sampled": "true", "transaction": "GET \"/cart\""], forTrace: continued)
+        for index in 0..<TraceSamplingContexts.capacity { buffer.setSamplingContext(["n": "\(index)"], forTrace: TraceID(high: 9, low: UInt64(index))) }
+        buffer.add(span: .test("continued", trace: continued))
+        buffer.add(span: .test("own", trace: own))
+        buffer.add(span: .test("latest", trace: TraceID(high: 9, low: UInt64(TraceSamplingContexts.capacity - 1))))
+        buffer.flush()
+        var contexts: [String: [String: String]] = [:]
+        for envelope in try walkEnvelopes(in: buffer.envelopesDirectory) {
+            contexts[envelope.elements.first?["name"] as? String ?? ""] = envelope.header["trace"] as? [String: String]
+        }
+        XCTAssertEqual(contexts["own"]?["sample_rate"], "0.25", "the buffer's own")
+        XCTAssertEqual(contexts["own"]?["trace_id"], own.description)
+        XCTAssertEqual(contexts["latest"], ["trace_id": TraceID(high: 9, low: UInt64(TraceSamplingContexts.capacity - 1)).description,
+                                            "n": "\(TraceSamplingContexts.capacity - 1)"])
+        // The continued trace's was the oldest of 257 set: forgotten, so the buffer's own.
+        XCTAssertEqual(contexts["continued"]?["sample_rate"], "0.25")
+        buffer.setSamplingContext(["public_key": "caller", "transaction": "GET \"/cart\""], forTrace: continued)
+        buffer.add(span: .test("again", trace: continued))
+        buffer.flush()
+        let again = try walkEnvelopes(in: buffer.envelopesDirectory).first { $0.elements.first?["name"] as? String == "again" }
+        XCTAssertEqual(again?.header["trace"] as? [String: String],
+                       ["trace_id": continued.description, "public_key": "caller", "transaction": "GET \"/cart\""])
+    }
 }

@@ -1,0 +1,42 @@
+/// The dynamic sampling contexts that traces' heads froze, for the `trace` header of the envelopes of
+/// their spans (a trace continued from an incoming request carries its caller's): the header's fields after
+/// `trace_id`, encoded once, for the latest `capacity` traces. A trace without one carries the buffer's own.
+///
+/// In memory only: spans recovered after a restart carry the buffer's own context.
+final class TraceSamplingContexts: Sendable {
+    private struct State {
+        var encoded: [TraceID: [UInt8]] = [:]
+        /// Traces in order of their first setting, for evicting the oldest.
+        var order: [TraceID] = []
+    }
+
+    static let capacity = 256
+    private let state = Locked(State())
+
+    /// Sets `trace`'s context: string fields (a `trace_id` among them is left out: the trace says it).
+    func set(_ context: [String: String], for trace: TraceID) {
+        let buffer = ByteBuffer(capacity: 256)
+        var writer = JSONWriter(appendingTo: buffer)
+        writer.byte(UInt8(ascii: "\""))
+        for (key, value) in context.sorted(by: { $0.key < $1.key }) where key != "trace_id" {
+            writer.byte(UInt8(ascii: ","))
+            writer.string(key)
+            writer.byte(UInt8(ascii: ":"))
+            writer.string(value)
+        }
+        writer.raw("}}\n")
+        writer.finish()
+        let encoded = buffer.toArray()
+        state.withLock { state in
+            if state.encoded.updateValue(encoded, forKey: trace) == nil {
+                state.order.append(trace)
+                if state.order.count > Self.capacity { state.encoded[state.order.removeFirst()] = nil }
+            }
+        }
+    }
+
+    /// The header's end for `trace`: from `"` after the trace ID to the line's end; `nil` if none was set.
+    func headerSuffix(for trace: TraceID) -> [UInt8]? {
+        state.withLock { $0.encoded[trace] }
+    }
+}
