@@ -15,7 +15,9 @@ import Tracing
 /// carried) is a **segment**; its descendants carry its ID and name (`sentry.segment.id`/`.name`). Only
 /// ended spans of sampled traces enter the buffer. Head sampling happens at a segment without a decision
 /// to follow: `tracesSampler`, if set, else `tracesSampleRate`, against the trace's `sample_rand`. A trace
-/// that is not sampled records nothing and still propagates (`-0`).
+/// that is not sampled records nothing and still propagates (`-0`). The envelopes of a trace's spans carry
+/// the dynamic sampling context it propagates (`TelemetryBuffer.setSamplingContext`): the caller's for a
+/// continued trace, else the one this process started it with.
 public struct TelemetryBufferTracer: Tracer {
     /// How the tracer samples.
     public struct Options: Sendable {
@@ -95,6 +97,8 @@ public struct TelemetryBufferTracer: Tracer {
             span = SentrySpanContext(traceID: traceID, spanID: spanID, sampled: sampled, dynamicSamplingContext: dsc,
                                      foreignBaggage: parent?.foreignBaggage ?? [], traceState: parent?.traceState)
             span.segment = (spanID, operationName)
+            // The envelopes of the trace's spans carry the DSC that was propagated.
+            if sampled { buffer.setSamplingContext(dsc, forTrace: traceID) }
         }
         SentrySpanContext.set(span, in: &context)
         return TelemetryBufferSpan(operationName: operationName, kind: kind, context: context, span: span,

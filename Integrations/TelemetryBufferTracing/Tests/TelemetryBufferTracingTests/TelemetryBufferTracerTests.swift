@@ -107,6 +107,13 @@ final class TelemetryBufferTracerTests: XCTestCase {
                                               "sentry-sample_rate=1.0", "sentry-release=app@2", "sentry-environment=test",
                                               "sentry-transaction=GET%20/cart"]), "\(baggage)")
         XCTAssertTrue(baggage.contains { $0.hasPrefix("sentry-sample_rand=0.") }, "\(baggage)")
+        // The envelope's `trace` header is the DSC the baggage propagated.
+        let header = try XCTUnwrap(try storedSpans()["GET /cart"]?.trace as? [String: String])
+        let propagated = Dictionary(uniqueKeysWithValues: baggage.map { member -> (String, String) in
+            let parts = member.dropFirst("sentry-".count).split(separator: "=", maxSplits: 1)
+            return (String(parts[0]), String(parts[1]).removingPercentEncoding ?? "")
+        })
+        XCTAssertEqual(header, propagated)
     }
 
     /// An incoming `sentry-trace` is continued: the first span is a segment of that trace whose parent is
@@ -121,7 +128,10 @@ final class TelemetryBufferTracerTests: XCTestCase {
         tracer.withSpan("POST /pay", context: context, ofKind: .server) { span in
             tracer.inject(span.context, into: &outgoing, using: HeaderInjector())
         }
-        let span = try XCTUnwrap(try storedSpans()["POST /pay"]?.span)
+        let stored = try XCTUnwrap(try storedSpans()["POST /pay"])
+        let span = stored.span
+        XCTAssertEqual(stored.trace as? [String: String], ["trace_id": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6", "sample_rate": "0.5",
+                                                          "public_key": "caller"], "the envelope carries the caller's DSC")
         XCTAssertEqual(span["trace_id"] as? String, "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6")
         XCTAssertEqual(span["parent_span_id"] as? String, "9c1d2e3f4a5b6c7d")
         XCTAssertEqual(span["is_segment"] as? Bool, true)
