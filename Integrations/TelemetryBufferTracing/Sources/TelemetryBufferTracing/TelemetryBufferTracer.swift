@@ -117,6 +117,21 @@ public struct TelemetryBufferTracer: Tracer {
         return dsc
     }
 
+    /// The trace and span of the current task's active span of this tracer (`InstrumentationContext.current`,
+    /// which `withSpan` sets), if any: the `trace` provider for the swift-log handler and the swift-metrics
+    /// factory, so that logs and metrics carry the span they ran in.
+    ///
+    /// ```swift
+    /// TelemetryBufferLogHandler(label: label, buffer: buffer) {
+    ///     TelemetryBufferTracer.activeSpan().map { ActiveTrace(traceID: $0.traceID, spanID: $0.spanID) }
+    /// }
+    /// TelemetryBufferMetricsFactory(buffer: buffer, trace: TelemetryBufferTracer.activeSpan)
+    /// ```
+    @Sendable
+    public static func activeSpan() -> (traceID: TraceID, spanID: SpanID?)? {
+        InstrumentationContext.current.flatMap(SentrySpanContext.current(in:)).map { ($0.traceID, $0.spanID) }
+    }
+
     /// Stores what the buffer holds, waiting at most 2 s.
     public func forceFlush() {
         buffer.flush(timeout: 2)

@@ -228,4 +228,20 @@ final class TelemetryBufferTracerTests: XCTestCase {
         }
         XCTAssertEqual(result["problems"] as? [String], [], "seen: \(seen)")
     }
+
+    /// Inside `withSpan` the active span is that span (for logs and metrics); outside, there is none.
+    func testTheActiveSpanIsTheOneWithSpanRuns() throws {
+        let tracer = tracer()
+        XCTAssertNil(TelemetryBufferTracer.activeSpan())
+        tracer.withSpan("outer") { outer in
+            let ids = SentrySpanContext.current(in: outer.context)
+            XCTAssertEqual(TelemetryBufferTracer.activeSpan()?.traceID, ids?.traceID)
+            XCTAssertEqual(TelemetryBufferTracer.activeSpan()?.spanID, ids?.spanID)
+            tracer.withSpan("inner") { inner in
+                XCTAssertEqual(TelemetryBufferTracer.activeSpan()?.spanID, SentrySpanContext.current(in: inner.context)?.spanID)
+                XCTAssertEqual(TelemetryBufferTracer.activeSpan()?.traceID, ids?.traceID, "a child of the active span")
+            }
+        }
+        XCTAssertNil(TelemetryBufferTracer.activeSpan())
+    }
 }
