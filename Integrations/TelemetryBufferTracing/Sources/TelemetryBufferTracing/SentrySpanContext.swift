@@ -1,5 +1,6 @@
-import Tracing
+import Foundation
 import TelemetryBuffer
+import Tracing
 
 /// What a span of this tracer leaves in the `InstrumentationContext` for its children, the propagation
 /// headers and the log and metric integrations: its trace and span, the trace's sampling decision, its
@@ -12,14 +13,14 @@ public struct SentrySpanContext: Sendable, Hashable {
     /// Whether the trace is sampled: its spans are recorded only then; it propagates either way. `nil`
     /// only for an extracted context whose caller deferred the decision (a `sentry-trace` without a flag).
     public var sampled: Bool?
-    /// The local segment (the first span of this process in the trace), its ID and name; `nil` for a
-    /// context extracted from a remote parent, whose first local span becomes a segment.
-    public var segment: (id: SpanID, name: String)? {
-        get { segmentID.map { ($0, segmentName) } }
-        set { (segmentID, segmentName) = (newValue?.id, newValue?.name ?? "") }
-    }
-    private var segmentID: SpanID?
-    private var segmentName = ""
+    /// The local segment (the first span of this process in the trace); `nil` for a context extracted
+    /// from a remote parent, whose first local span becomes a segment.
+    public var segmentID: SpanID? { segment?.id }
+    /// The segment's name as it is now (a server's middleware names its segment once the route is known,
+    /// after its children started).
+    public var segmentName: String? { segment?.name.value }
+    /// The segment, and its name as the segment span holds it.
+    var segment: (id: SpanID, name: SegmentName)?
     /// The trace's dynamic sampling context, as `sentry-` baggage members (without the prefix).
     public var dynamicSamplingContext: [String: String]
     /// The other members of an incoming `baggage` header, passed on as they came.
@@ -40,7 +41,7 @@ public struct SentrySpanContext: Sendable, Hashable {
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.traceID == rhs.traceID && lhs.spanID == rhs.spanID && lhs.sampled == rhs.sampled && lhs.segmentID == rhs.segmentID
-            && lhs.segmentName == rhs.segmentName && lhs.dynamicSamplingContext == rhs.dynamicSamplingContext
+            && lhs.segment?.name === rhs.segment?.name && lhs.dynamicSamplingContext == rhs.dynamicSamplingContext
             && lhs.foreignBaggage == rhs.foreignBaggage && lhs.traceState == rhs.traceState
     }
 
@@ -59,4 +60,18 @@ public struct SentrySpanContext: Sendable, Hashable {
 
     /// `context` carrying `span` from now on.
     static func set(_ span: SentrySpanContext?, in context: inout InstrumentationContext) { context[Key.self] = span }
+}
+
+/// A segment's name, which its span may change while its children run; they read it when they end.
+final class SegmentName: @unchecked Sendable {
+    // @unchecked: `name` is touched only under `lock`.
+    private let lock = NSLock()
+    private var name: String
+
+    init(_ name: String) { self.name = name }
+
+    var value: String {
+        get { lock.withLock { name } }
+        set { lock.withLock { name = newValue } }
+    }
 }

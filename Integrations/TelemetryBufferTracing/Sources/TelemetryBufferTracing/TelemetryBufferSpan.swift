@@ -45,10 +45,13 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
         state = State(operationName: operationName)
     }
 
-    /// The span's name (a segment's is its segment's name, as its children were told at their start).
+    /// The span's name (a segment's is its segment's name, which its children send as it is when they end).
     public var operationName: String {
         get { lock.withLock { state.operationName } }
-        set { lock.withLock { state.operationName = newValue } }
+        set {
+            lock.withLock { state.operationName = newValue }
+            if isSegment { span.segment?.name.value = newValue }
+        }
     }
 
     /// The span's attributes, sent with it.
@@ -103,7 +106,7 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
             traceID: span.traceID, spanID: span.spanID, parentSpanID: parentSpanID, name: ended.operationName,
             status: ended.failed ? .error : .ok, isSegment: isSegment, startTimestamp: Self.date(start),
             endTimestamp: Self.date(max(end, start)), attributes: attributes, links: ended.links, op: op(ended.attributes),
-            segmentID: span.segment?.id, segmentName: span.segment?.name))
+            segmentID: span.segmentID, segmentName: span.segmentName))
     }
 
     /// `sentry.op` from the attribute, `db.system` or the kind.

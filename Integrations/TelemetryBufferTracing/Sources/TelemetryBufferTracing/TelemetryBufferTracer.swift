@@ -96,7 +96,7 @@ public struct TelemetryBufferTracer: Tracer {
             }
             span = SentrySpanContext(traceID: traceID, spanID: spanID, sampled: sampled, dynamicSamplingContext: dsc,
                                      foreignBaggage: parent?.foreignBaggage ?? [], traceState: parent?.traceState)
-            span.segment = (spanID, operationName)
+            span.segment = (spanID, SegmentName(operationName))
             // The envelopes of the trace's spans carry the DSC that was propagated.
             if sampled { buffer.setSamplingContext(dsc, forTrace: traceID) }
         }

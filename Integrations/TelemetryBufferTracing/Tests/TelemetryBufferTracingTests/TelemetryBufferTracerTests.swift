@@ -90,6 +90,20 @@ final class TelemetryBufferTracerTests: XCTestCase {
         XCTAssertEqual(attribute(root, "cart.items") as? Int, 3)
     }
 
+    /// A segment renamed while its child runs (as a server's middleware does once the route is known): the
+    /// child sends the segment's name as it is when the child ends.
+    func testAChildSendsTheSegmentsNameAsItIsWhenItEnds() throws {
+        let tracer = tracer()
+        tracer.withSpan("HTTP GET route not found", ofKind: .server) { root in
+            let child = tracer.startSpan("query", context: root.context)
+            root.operationName = "GET /checkout"
+            child.end()
+        }
+        let child = try XCTUnwrap(try storedSpans()["query"]?.span)
+        XCTAssertEqual(attribute(child, "sentry.segment.name") as? String, "GET /checkout")
+        XCTAssertNotNil(try storedSpans()["GET /checkout"])
+    }
+
     /// Injected headers carry the trace, the span and the decision, and the DSC as `sentry-` baggage.
     func testInjectWritesSentryAndW3CHeaders() throws {
         let tracer = tracer()
