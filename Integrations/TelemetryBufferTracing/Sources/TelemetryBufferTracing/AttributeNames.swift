@@ -1,7 +1,8 @@
 /// Attribute keys that instrumented libraries still write in older OpenTelemetry forms, and the keys
 /// Sentry's semantic conventions registry (sentry-conventions 0.29.0) has in their place: the tracer sends
 /// a span's attributes under the registry's keys (the registry's deprecations with a replacement of the
-/// same type, in the `code`, `db`, `http`, `messaging`, `net` and `url` namespaces).
+/// same type, in the `code`, `db`, `http`, `messaging`, `net` and `url` namespaces; but `net.sock.family`,
+/// whose values, `inet6` or `unix`, are no `network.transport`).
 enum AttributeNames {
     static let replacements: [String: String] = [
         "code.filepath": "code.file.path",
@@ -44,7 +45,6 @@ enum AttributeNames {
         "net.peer.port": "server.port",
         "net.protocol.name": "network.protocol.name",
         "net.protocol.version": "network.protocol.version",
-        "net.sock.family": "network.transport",
         "net.sock.host.addr": "network.local.address",
         "net.sock.host.port": "network.local.port",
         "net.sock.peer.addr": "network.peer.address",

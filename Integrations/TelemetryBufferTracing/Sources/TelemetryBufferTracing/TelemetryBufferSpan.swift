@@ -132,7 +132,11 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
         var converted = Attributes()
         attributes.forEach { key, attribute in
             var key = key
-            if let replacement = AttributeNames.replacements[key], attributes[replacement] == nil { key = replacement }
+            if let replacement = AttributeNames.replacements[key] {
+                // An older key goes under the registry's, unless that is set too: then it is not sent.
+                guard attributes[replacement] == nil else { return }
+                key = replacement
+            }
             switch attribute {
             case .int32(let value): converted[key] = .integer(Int64(value))
             case .int64(let value): converted[key] = .integer(value)

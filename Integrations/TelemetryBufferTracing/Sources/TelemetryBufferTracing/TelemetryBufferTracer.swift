@@ -38,7 +38,7 @@ public struct TelemetryBufferTracer: Tracer {
         public var operationName: String
         /// The segment's kind.
         public var kind: SpanKind
-        /// The decision an incoming trace carried, if any.
+        /// The decision an incoming trace carried, if any (without a sampler, it is followed).
         public var parentSampled: Bool?
         /// Whether Low Power Mode is on; `nil` where unknown.
         public var isLowPowerModeEnabled: Bool?
@@ -73,20 +73,26 @@ public struct TelemetryBufferTracer: Tracer {
             span.segment = segment
         } else {
             let traceID = parent?.traceID ?? .random()
+            // The caller's DSC, if it came with the trace (a DSC of another trace did not: see `extract`).
             var dsc = parent?.dynamicSamplingContext ?? [:]
-            // A deferred decision is made against the caller's `sample_rand`, so that the trace's processes agree.
-            let sampleRand = dsc["sample_rand"].flatMap(Double.init) ?? Double.random(in: 0..<1)
-            // The caller's decision, else this process's (then the segment is the head of the trace).
-            var rate = 1.0
+            // A decision is made against the caller's `sample_rand`, so that the trace's processes agree.
+            let callersRand = dsc["sample_rand"].flatMap(Double.init).flatMap { (0..<1).contains($0) ? $0 : nil }
+            var sampleRand = callersRand ?? Double.random(in: 0..<1)
+            // The sampler decides when set (seeing the caller's decision), else the caller's decision, else the rate.
+            var rate = Self.clamped(options.tracesSampleRate)
             let sampled: Bool
-            if let decided = parent?.sampled {
+            if let sampler = options.tracesSampler {
+                rate = Self.clamped(sampler(SamplingContext(
+                    operationName: operationName, kind: kind, parentSampled: parent?.sampled,
+                    isLowPowerModeEnabled: DeviceState.isLowPowerModeEnabled, thermalState: DeviceState.thermalState)))
+                sampled = sampleRand < rate
+            } else if let decided = parent?.sampled {
                 sampled = decided
+                // Without the caller's `sample_rand`, one that agrees with its decision at this rate.
+                if callersRand == nil {
+                    sampleRand = decided ? Double.random(in: 0..<max(rate, 1e-6)) : Double.random(in: min(rate, 0.999999)..<1)
+                }
             } else {
-                rate = options.tracesSampler?(SamplingContext(
-                    operationName: operationName, kind: kind, parentSampled: nil,
-                    isLowPowerModeEnabled: DeviceState.isLowPowerModeEnabled, thermalState: DeviceState.thermalState))
-                    ?? options.tracesSampleRate
-                rate = rate.isFinite ? min(max(rate, 0), 1) : 0
                 sampled = sampleRand < rate
             }
             // The trace's DSC, frozen by its head: an incoming one is kept as it came, else this segment's.
@@ -106,12 +112,23 @@ public struct TelemetryBufferTracer: Tracer {
                                    start: instant().nanosecondsSinceEpoch, buffer: buffer)
     }
 
-    /// The DSC this process starts a trace with: its DSN's public key, release and environment.
+    /// A rate within 0...1; NaN is 0.
+    private static func clamped(_ rate: Double) -> Double { rate.isNaN ? 0 : min(max(rate, 0), 1) }
+
+    /// The DSC this process starts a trace with: its DSN's public key and organization, release and
+    /// environment. `sample_rand` is cut (not rounded) to 6 decimals, so that it stays below 1 and on the
+    /// side of the rate it was drawn on.
     private func ownDynamicSamplingContext(_ traceID: TraceID, sampleRand: Double, sampled: Bool, rate: Double,
                                            transaction: String) -> [String: String] {
-        var dsc = ["trace_id": traceID.description, "sample_rand": String(format: "%.6f", sampleRand),
+        var dsc = ["trace_id": traceID.description, "sample_rand": String(format: "%.6f", (sampleRand * 1e6).rounded(.down) / 1e6),
                    "sampled": sampled ? "true" : "false", "sample_rate": String(rate), "transaction": transaction]
-        if let key = URLComponents(string: buffer.options.dsn)?.user { dsc["public_key"] = key }
+        let dsn = URLComponents(string: buffer.options.dsn)
+        if let key = dsn?.user { dsc["public_key"] = key }
+        // `o<digits>.` leading the host names the organization.
+        if let host = dsn?.host, host.hasPrefix("o"), let dot = host.firstIndex(of: "."),
+           let organization = UInt64(host[host.index(after: host.startIndex)..<dot]) {
+            dsc["org_id"] = String(organization)
+        }
         if let release = buffer.options.release { dsc["release"] = release }
         if let environment = buffer.options.environment { dsc["environment"] = environment }
         return dsc
@@ -157,7 +174,7 @@ public struct TelemetryBufferTracer: Tracer {
         if let header = extractor.extract(key: TraceHeaders.sentryTrace, from: carrier),
            let (trace, span, sampled) = TraceHeaders.parseSentryTrace(header) {
             // A DSC of another trace is not this one's.
-            let dsc = baggage?.sentry["trace_id"] == trace.description ? baggage?.sentry ?? [:] : [:]
+            let dsc = baggage?.sentry["trace_id"]?.lowercased() == trace.description ? baggage?.sentry ?? [:] : [:]
             SentrySpanContext.set(SentrySpanContext(traceID: trace, spanID: span, sampled: sampled, dynamicSamplingContext: dsc,
                                                     foreignBaggage: baggage?.foreign ?? [], traceState: state), in: &context)
         } else if let header = extractor.extract(key: TraceHeaders.traceparent, from: carrier),

@@ -31,7 +31,8 @@ enum TraceHeaders {
     static func parseSentryTrace(_ header: String) -> (TraceID, SpanID, Bool?)? {
         let parts = header.trimmingCharacters(in: .whitespaces).split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 2 || parts.count == 3, parts[0].count == 32, parts[1].count == 16,
-              let trace = TraceID(String(parts[0])), let span = SpanID(String(parts[1])), trace != TraceID(high: 0, low: 0)
+              let trace = TraceID(String(parts[0])), let span = SpanID(String(parts[1])), trace != TraceID(high: 0, low: 0),
+              span != SpanID(0)
         else { return nil }
         guard parts.count == 3 else { return (trace, span, nil) }
         switch parts[2] {
@@ -44,8 +45,10 @@ enum TraceHeaders {
     /// A `traceparent` header's trace, span and sampled flag; `nil` when malformed (or all-zero IDs).
     static func parseTraceparent(_ header: String) -> (TraceID, SpanID, Bool)? {
         let parts = header.trimmingCharacters(in: .whitespaces).split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count >= 4, parts[0].count == 2, parts[0] != "ff", parts[1].count == 32, parts[2].count == 16,
-              parts[3].count == 2, let flags = UInt8(parts[3], radix: 16),
+        // Version 00 has exactly four fields; a later version may add more.
+        guard parts.count == 4 || (parts.count > 4 && parts[0] != "00"), parts[0].count == 2, parts[0] != "ff",
+              parts[0].allSatisfy(\.isHexDigit), parts[1].count == 32, parts[2].count == 16,
+              parts[3].count == 2, parts[3].allSatisfy(\.isHexDigit), let flags = UInt8(parts[3], radix: 16),
               let trace = TraceID(String(parts[1])), let span = SpanID(String(parts[2])),
               trace != TraceID(high: 0, low: 0), span != SpanID(0)
         else { return nil }
@@ -60,7 +63,7 @@ enum TraceHeaders {
             guard !trimmed.isEmpty else { continue }
             let keyValue = trimmed.split(separator: ";", maxSplits: 1)[0]
             if keyValue.hasPrefix("sentry-"), let equals = keyValue.firstIndex(of: "=") {
-                let key = keyValue[keyValue.index(keyValue.startIndex, offsetBy: 7)..<equals]
+                let key = keyValue[keyValue.index(keyValue.startIndex, offsetBy: 7)..<equals].trimmingCharacters(in: .whitespaces)
                 let value = keyValue[keyValue.index(after: equals)...].trimmingCharacters(in: .whitespaces)
                 sentry[String(key)] = value.removingPercentEncoding ?? value
             } else {

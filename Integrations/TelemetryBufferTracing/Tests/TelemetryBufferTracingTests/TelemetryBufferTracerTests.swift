@@ -258,4 +258,75 @@ final class TelemetryBufferTracerTests: XCTestCase {
         }
         XCTAssertNil(TelemetryBufferTracer.activeSpan())
     }
+
+    /// A continued trace whose caller sent no DSC gets one that agrees with the caller's decision: for `-0`,
+    /// `sampled=false` with a `sample_rand` at or above the rate; the sampler, when set, sees that decision.
+    func testAContinuedTraceWithoutADSCGetsOneThatAgreesWithTheDecision() throws {
+        var context = InstrumentationContext.topLevel
+        let tracer = tracer(rate: 0.3)
+        tracer.extract(["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-0"], into: &context, using: HeaderExtractor())
+        var outgoing: [String: String] = [:]
+        tracer.withSpan("job", context: context) { tracer.inject($0.context, into: &outgoing, using: HeaderInjector()) }
+        let dsc = TestBaggage.sentry(outgoing["baggage"] ?? "")
+        XCTAssertEqual(dsc["sampled"], "false")
+        XCTAssertEqual(dsc["sample_rate"], "0.3")
+        XCTAssertGreaterThanOrEqual(Double(dsc["sample_rand"] ?? "") ?? -1, 0.3)
+        let seen = Locked<[Bool?]>([])
+        var options = TelemetryBufferTracer.Options()
+        options.tracesSampler = { context in seen.withLock { $0.append(context.parentSampled) }; return 1 }
+        TelemetryBufferTracer(buffer: buffer, options: options).withSpan("overridden", context: context) { _ in }
+        XCTAssertEqual(seen.withLock { $0 }, [false])
+        XCTAssertNotNil(try storedSpans()["overridden"], "the sampler decides")
+    }
+
+    /// An older OpenTelemetry key goes under the registry's; when both are set, only the registry's is sent.
+    func testOlderAttributeKeysGoUnderTheRegistrysKeys() throws {
+        let tracer = tracer()
+        tracer.withSpan("renamed") { $0.attributes["http.method"] = "GET" }
+        tracer.withSpan("both") { span in
+            span.attributes["http.method"] = "GET"
+            span.attributes["http.request.method"] = "POST"
+        }
+        let spans = try storedSpans()
+        XCTAssertEqual(attribute(try XCTUnwrap(spans["renamed"]?.span), "http.request.method") as? String, "GET")
+        let both = try XCTUnwrap(spans["both"]?.span)
+        XCTAssertEqual(attribute(both, "http.request.method") as? String, "POST")
+        XCTAssertNil(attribute(both, "http.method"))
+    }
+
+    /// Header edge cases: an uppercase `trace_id` in the baggage is the trace's; a version-00 `traceparent`
+    /// with a fifth field, or flags that are not hex, is malformed.
+    func testHeaderEdgeCases() throws {
+        let tracer = tracer()
+        var context = InstrumentationContext.topLevel
+        tracer.extract(["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-1",
+                        "baggage": "sentry-trace_id=4F2B8E1C9A7D43E6B0C5D1E2F3A4B5C6, sentry-public_key = caller"],
+                       into: &context, using: HeaderExtractor())
+        XCTAssertEqual(SentrySpanContext.current(in: context)?.dynamicSamplingContext["public_key"], "caller")
+        for header in ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-+1"] {
+            var other = InstrumentationContext.topLevel
+            tracer.extract(["traceparent": header], into: &other, using: HeaderExtractor())
+            XCTAssertNil(SentrySpanContext.current(in: other), header)
+        }
+    }
+}
+
+/// The `sentry-` members of a baggage header, decoded.
+enum TestBaggage {
+    static func sentry(_ header: String) -> [String: String] {
+        var members: [String: String] = [:]
+        for member in header.split(separator: ",") where member.hasPrefix("sentry-") {
+            let parts = member.dropFirst("sentry-".count).split(separator: "=", maxSplits: 1)
+            members[String(parts[0])] = String(parts[1]).removingPercentEncoding
+        }
+        return members
+    }
+}
+
+/// A value shared with a closure the tracer calls.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result { lock.withLock { body(&value) } }
 }
