@@ -1,6 +1,9 @@
 /// The dynamic sampling contexts that traces' heads froze, for the `trace` header of the envelopes of
 /// their spans (a trace continued from an incoming request carries its caller's): the header's fields after
-/// `trace_id`, encoded once, for the latest `capacity` traces. A trace without one carries the buffer's own.
+/// `trace_id`, encoded once, for the latest `capacity` traces set (about 300 bytes each). A trace without
+/// one carries the buffer's own. The lookup happens when a batch is forwarded, so a service that starts
+/// more than `capacity` sampled traces in a flush interval (1024 in 5 s: 200 a second) sends the oldest
+/// with the buffer's own.
 ///
 /// In memory only: spans recovered after a restart carry the buffer's own context.
 final class TraceSamplingContexts: Sendable {
@@ -10,7 +13,7 @@ final class TraceSamplingContexts: Sendable {
         var order: [TraceID] = []
     }
 
-    static let capacity = 256
+    static let capacity = 1024
     private let state = Locked(State())
 
     /// Sets `trace`'s context: string fields (a `trace_id` among them is left out: the trace says it).

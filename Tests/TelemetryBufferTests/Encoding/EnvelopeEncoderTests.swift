@@ -144,7 +144,7 @@ final class EnvelopeEncoderTests: XCTestCase {
     }
 
     /// A trace whose head's sampling context was set carries it (the `trace_id` always the trace's);
-    /// another trace carries the buffer's own; the oldest of more than 256 set is forgotten.
+    /// another trace carries the buffer's own; the oldest of more than `capacity` set is forgotten.
     func testATraceCarriesTheSamplingContextItsHeadFroze() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.tracesSampleRate = 0.25 })
         defer { buffer.close() }
@@ -164,7 +164,7 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(contexts["own"]?["trace_id"], own.description)
         XCTAssertEqual(contexts["latest"], ["trace_id": TraceID(high: 9, low: UInt64(TraceSamplingContexts.capacity - 1)).description,
                                             "n": "\(TraceSamplingContexts.capacity - 1)"])
-        // The continued trace's was the oldest of 257 set: forgotten, so the buffer's own.
+        // The continued trace's was the oldest of capacity + 1 set: forgotten, so the buffer's own.
         XCTAssertEqual(contexts["continued"]?["sample_rate"], "0.25")
         buffer.setSamplingContext(["public_key": "caller", "transaction": "GET \"/cart\""], forTrace: continued)
         buffer.add(span: .test("again", trace: continued))
