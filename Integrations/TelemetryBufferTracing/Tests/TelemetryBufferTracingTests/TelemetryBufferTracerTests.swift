@@ -219,9 +219,12 @@ final class TelemetryBufferTracerTests: XCTestCase {
         // This file is Integrations/TelemetryBufferTracing/Tests/TelemetryBufferTracingTests/<name>.swift.
         var root = URL(fileURLWithPath: #filePath)
         for _ in 0..<5 { root.deleteLastPathComponent() }
+        let script = root.appendingPathComponent("Tests/Conformance/check_conventions.py")
+        // Published on its own (Scripts/publish-integration.sh), the integration has no core beside it.
+        guard FileManager.default.fileExists(atPath: script.path) else { throw XCTSkip("the conventions check is the core repository's") }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", root.appendingPathComponent("Tests/Conformance/check_conventions.py").path,
+        process.arguments = ["python3", script.path,
                              buffer.envelopesDirectory.path]
         let output = Pipe(), errors = Pipe()
         (process.standardOutput, process.standardError) = (output, errors)
