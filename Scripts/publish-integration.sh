@@ -18,7 +18,7 @@ case "${core%.git}" in */TelemetryBuffer) ;; *) echo "the core's URL must end in
 
 # The folder's history, as a branch of its own (committed files only).
 branch="publish-$name-$$"
-git subtree split --quiet --prefix="Integrations/$name" -b "$branch"
+git subtree split -q --prefix="Integrations/$name" -b "$branch"
 trap 'git branch -q -D "$branch"' EXIT
 git init -q "$destination"
 git -C "$destination" pull -q "$(pwd)" "$branch"
