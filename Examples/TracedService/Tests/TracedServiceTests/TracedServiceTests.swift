@@ -131,6 +131,26 @@ final class TracedServiceTests: XCTestCase {
         } else {
             XCTAssertEqual(parser.terminationStatus, 0, "the official parser rejected an envelope: \(errors)")
         }
+
+        // Every attribute key written (Hummingbird's through the tracer among them) is in Sentry's conventions
+        // registry, of its type, not deprecated, where sentry-conventions is installed. `stock` is the handler's own.
+        let conventions = Process()
+        conventions.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        conventions.arguments = ["python3", root.appendingPathComponent("Tests/Conformance/check_conventions.py").path,
+                                 "--ignore", "stock", folder.path]
+        let checked = Pipe(), said = Pipe()
+        (conventions.standardOutput, conventions.standardError) = (checked, said)
+        try conventions.run()
+        let result = checked.fileHandleForReading.readDataToEndOfFile()
+        let complaints = String(decoding: said.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        conventions.waitUntilExit()
+        if conventions.terminationStatus == 3 || conventions.terminationStatus == 127 {
+            if ProcessInfo.processInfo.environment["TB_REQUIRE_PARSER"] == "1" { XCTFail("needs sentry-conventions==0.29.0: \(complaints)") }
+        } else {
+            let found = try XCTUnwrap(JSONSerialization.jsonObject(with: result) as? [String: Any])
+            XCTAssertNotNil((found["seen"] as? [String: String])?["http.route"], "Hummingbird's attributes were seen")
+            XCTAssertEqual(found["problems"] as? [String], [], "seen: \(found["seen"] ?? "")")
+        }
     }
 }
 

@@ -106,7 +106,14 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
             traceID: span.traceID, spanID: span.spanID, parentSpanID: parentSpanID, name: ended.operationName,
             status: ended.failed ? .error : .ok, isSegment: isSegment, startTimestamp: Self.date(start),
             endTimestamp: Self.date(max(end, start)), attributes: attributes, links: ended.links, op: op(ended.attributes),
-            segmentID: span.segmentID, segmentName: span.segmentName))
+            source: isSegment ? Self.source(ended) : nil, segmentID: span.segmentID, segmentName: span.segmentName))
+    }
+
+    /// How a segment's name was chosen: `route` when it is its `http.route` (as a server's middleware names
+    /// it), else `custom`.
+    private static func source(_ state: State) -> TelemetryBuffer.Span.Source {
+        if case .string(let route)? = state.attributes["http.route"]?.toSpanAttribute(), route == state.operationName { return .route }
+        return .custom
     }
 
     /// `sentry.op` from the attribute, `db.system` or the kind.
@@ -127,11 +134,22 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
     }
 
     /// swift-distributed-tracing's attributes as the buffer's, under the registry's keys (`AttributeNames`:
-    /// `db.system` goes as `db.system.name`, unless that is set too).
+    /// `db.system` goes as `db.system.name`, unless that is set too; `net.sock.family` as `network.type` or
+    /// `network.transport`).
     static func attributes(_ attributes: SpanAttributes) -> Attributes {
         var converted = Attributes()
         attributes.forEach { key, attribute in
             var key = key
+            // `net.sock.family` (`inet`, `inet6`, `unix`) is split by the registry into a network type and transport.
+            if key == "net.sock.family", case .string(let family) = attribute {
+                switch family {
+                case "inet": converted["network.type"] = .string("ipv4")
+                case "inet6": converted["network.type"] = .string("ipv6")
+                case "unix": converted["network.transport"] = .string("unix")
+                default: break
+                }
+                return
+            }
             if let replacement = AttributeNames.replacements[key] {
                 // An older key goes under the registry's, unless that is set too: then it is not sent.
                 guard attributes[replacement] == nil else { return }

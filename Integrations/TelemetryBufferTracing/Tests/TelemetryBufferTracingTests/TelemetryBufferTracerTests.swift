@@ -101,7 +101,10 @@ final class TelemetryBufferTracerTests: XCTestCase {
         }
         let child = try XCTUnwrap(try storedSpans()["query"]?.span)
         XCTAssertEqual(attribute(child, "sentry.segment.name") as? String, "GET /checkout")
-        XCTAssertNotNil(try storedSpans()["GET /checkout"])
+        XCTAssertEqual(attribute(try XCTUnwrap(try storedSpans()["GET /checkout"]?.span), "sentry.segment.name.source") as? String, "custom")
+        // Named by its route, as a server's middleware does: the name's source is `route`.
+        tracer.withSpan("/cart/:id", ofKind: .server) { $0.attributes["http.route"] = "/cart/:id" }
+        XCTAssertEqual(attribute(try XCTUnwrap(try storedSpans()["/cart/:id"]?.span), "sentry.segment.name.source") as? String, "route")
     }
 
     /// Injected headers carry the trace, the span and the decision, and the DSC as `sentry-` baggage.
@@ -285,13 +288,19 @@ final class TelemetryBufferTracerTests: XCTestCase {
     /// An older OpenTelemetry key goes under the registry's; when both are set, only the registry's is sent.
     func testOlderAttributeKeysGoUnderTheRegistrysKeys() throws {
         let tracer = tracer()
-        tracer.withSpan("renamed") { $0.attributes["http.method"] = "GET" }
+        tracer.withSpan("renamed") { span in
+            span.attributes["http.method"] = "GET"
+            span.attributes["net.sock.family"] = "inet6"
+        }
         tracer.withSpan("both") { span in
             span.attributes["http.method"] = "GET"
             span.attributes["http.request.method"] = "POST"
         }
         let spans = try storedSpans()
-        XCTAssertEqual(attribute(try XCTUnwrap(spans["renamed"]?.span), "http.request.method") as? String, "GET")
+        let renamed = try XCTUnwrap(spans["renamed"]?.span)
+        XCTAssertEqual(attribute(renamed, "http.request.method") as? String, "GET")
+        XCTAssertEqual(attribute(renamed, "network.type") as? String, "ipv6")
+        XCTAssertNil(attribute(renamed, "net.sock.family"))
         let both = try XCTUnwrap(spans["both"]?.span)
         XCTAssertEqual(attribute(both, "http.request.method") as? String, "POST")
         XCTAssertNil(attribute(both, "http.method"))
