@@ -10,7 +10,7 @@ struct ConformanceScript: Sendable {
 
     /// - Parameters:
     ///   - name: The script's file name in `Tests/Conformance`.
-    ///   - needs: What to install for it, as pip takes it (`sentry-sdk==2.75.0`).
+    ///   - needs: What it needs and how to install it, for the skip's reason (which `.ci/run` looks for).
     init(_ name: String, needs package: String) {
         // This file is Tests/TelemetryBufferTests/Support/ConformanceScript.swift.
         script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -19,7 +19,7 @@ struct ConformanceScript: Sendable {
             let probe = try Demo.run(["python3", script.path], deadline: 60, program: URL(fileURLWithPath: "/usr/bin/env"))
             switch probe.status {
             case 0: missing = nil
-            case 3, 127: missing = "needs \(package) (pip install \(package)); python3 said: \(probe.errors)"
+            case 3, 127: missing = "needs \(package); python3 said: \(probe.errors)"
             default: missing = "\(name) did not start (status \(probe.status)): \(probe.errors)"
             }
         } catch {

@@ -3,7 +3,7 @@ import Foundation
 /// Sentry's semantic conventions registry (`sentry-conventions` 0.29.0 on PyPI), consulted by
 /// `Tests/Conformance/check_conventions.py` in a child process.
 enum ConventionsRegistry {
-    private static let script = ConformanceScript("check_conventions.py", needs: "sentry-conventions==0.29.0")
+    private static let script = ConformanceScript("check_conventions.py", needs: "Sentry's conventions registry (pip install sentry-conventions==0.29.0)")
 
     /// Call first in a test that needs the registry: skips naming what to install where it cannot be read,
     /// or fails with `TB_REQUIRE_PARSER=1` (see `ConformanceScript.require()`).
