@@ -4,8 +4,9 @@ import Foundation
 ///
 /// Each envelope holds one item of one signal (its `type` and `content_type` from the signal's
 /// description); an envelope of one trace's items carries the trace's sampling context as its `trace`
-/// header: the one its head froze, if the app set it (`traceContexts`), else the buffer's own. The uploader appends a `client_report` item when it sends. Every `length` is the payload's byte
-/// count; every line ends in one LF.
+/// header: the one its head froze, if the app set it (`traceContexts`), else the buffer's own. The
+/// uploader appends a `client_report` item when it sends. Every `length` is the payload's byte count;
+/// every line ends in one LF.
 struct EnvelopeEncoder: Sendable {
     /// The values of the dynamic sampling context that do not depend on the trace.
     struct SamplingContext: Sendable {

@@ -2,8 +2,8 @@
 /// (`TB_CATEGORY_*` in BufferFormat.h, which `FormatAgreementTests` holds these to). A plain byte, so that
 /// `add` hands it on for nothing; everything else about the signal is its `signal`, described once.
 ///
-/// Only the bytes of known signals are ever made into one (`init?(rawValue:)` checks), so every value
-/// has a description.
+/// One read from a record (`init?(rawValue:)`, which checks) or named below has a description; one made
+/// for a tally's slot (`init(byte:)`) may not, and is used only to index.
 struct ItemCategory: Hashable, Sendable, CustomStringConvertible {
     let rawValue: UInt8
 

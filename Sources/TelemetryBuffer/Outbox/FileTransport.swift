@@ -337,8 +337,8 @@ extension TelemetryBuffer {
 
         /// Deletes a stored envelope and counts its items as dropped for `reason`.
         private func discard(_ name: String, reason: DiscardReason, why: String) {
-            // Counted before the removal, so that `stats()` never sees the file gone and the drop not yet counted.
-            // An envelope that cannot be read (or is larger than any of ours) counts what its first bytes name.
+            // Counted before the removal, so that `stats()` never sees the file gone and the drop not yet
+            // counted. One that cannot be read (or is larger than any of ours) counts what its first bytes name.
             if let reports, let bytes = try? FileSystem.readFile(directory.path + "/" + name, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 }) {
                 let counts = (try? EnvelopeReader(bytes))?.discardCounts() ?? EnvelopeReader.salvagedCounts(bytes)
                 for (category, quantity) in counts { reports.record(reason, category, quantity: quantity) }
