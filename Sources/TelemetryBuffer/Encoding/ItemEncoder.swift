@@ -1,3 +1,5 @@
+import struct Foundation.Date
+
 /// Encodes logs, spans and trace metrics to the JSON objects that go, byte for byte, into envelope payloads.
 ///
 /// It runs on the calling thread inside `add`, once per item. The buffer's default attributes (for each
@@ -101,18 +103,25 @@ struct ItemEncoder: Sendable {
         return DefaultSet(logs: logs, spans: spans, metrics: metrics)
     }
 
+    /// What a log's and a metric's JSON begin with: `{"timestamp":…,"trace_id":"…`, then `","span_id":"…`
+    /// if there is one; the last string is left open for the caller's next field.
+    @inline(__always)
+    private static func opening(_ timestamp: Date, _ trace: TraceID, _ span: SpanID?, into writer: inout JSONWriter) {
+        writer.raw("{\"timestamp\":")
+        writer.timestamp(timestamp)
+        writer.raw(",\"trace_id\":\"")
+        writer.traceID(trace)
+        if let span {
+            writer.raw("\",\"span_id\":\"")
+            writer.hex(span.value)
+        }
+    }
+
     /// Writes `log`'s JSON with the default attributes of `set` (the buffer's own if `nil`).
     /// `numbered: false` (for measuring a log that is dropped) writes sequence 0 and takes no number
     /// from the sequence, so the next log sent keeps its place.
     func encode(_ log: Log, into writer: inout JSONWriter, numbered: Bool = true, defaults set: DefaultSet? = nil) {
-        writer.raw("{\"timestamp\":")
-        writer.timestamp(log.timestamp)
-        writer.raw(",\"trace_id\":\"")
-        writer.traceID(log.traceID)
-        if let spanID = log.spanID {
-            writer.raw("\",\"span_id\":\"")
-            writer.hex(spanID.value)
-        }
+        Self.opening(log.timestamp, log.traceID, log.spanID, into: &writer)
         writer.raw("\",\"level\":\"")
         writer.level(log.level)
         writer.raw("\",\"severity_number\":")
@@ -133,14 +142,7 @@ struct ItemEncoder: Sendable {
     /// must be finite. `numbered: false` (for measuring a metric that is dropped) writes sequence 0 and
     /// takes no number.
     func encode(_ metric: Metric, into writer: inout JSONWriter, numbered: Bool = true, defaults set: DefaultSet? = nil) {
-        writer.raw("{\"timestamp\":")
-        writer.timestamp(metric.timestamp)
-        writer.raw(",\"trace_id\":\"")
-        writer.traceID(metric.traceID)
-        if let spanID = metric.spanID {
-            writer.raw("\",\"span_id\":\"")
-            writer.hex(spanID.value)
-        }
+        Self.opening(metric.timestamp, metric.traceID, metric.spanID, into: &writer)
         writer.raw("\",\"name\":")
         writer.string(metric.name)
         // Branches: each literal's length is then a constant.
