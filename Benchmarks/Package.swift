@@ -6,10 +6,11 @@ let package = Package(
     name: "TelemetryBufferBenchmarks",
     platforms: [.macOS(.v13)],
     dependencies: [
-        // A link to the repository root, so the dependency is named TelemetryBuffer whatever the clone is called.
-        .package(path: "TelemetryBuffer"),
-        // The swift-metrics backend, through the same link (its own link to the core resolves to the same folder).
-        .package(path: "TelemetryBuffer/Integrations/TelemetryBufferMetrics"),
+        // Through `Integrations`, a link to the repository's: the core is `Integrations/TelemetryBuffer` here as
+        // it is for the swift-metrics backend, so SwiftPM sees one package (named TelemetryBuffer whatever the
+        // clone is called).
+        .package(path: "Integrations/TelemetryBuffer"),
+        .package(path: "Integrations/TelemetryBufferMetrics"),
         .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],

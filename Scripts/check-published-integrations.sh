@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks that the integrations can be used the way a user adds them, by URL: the core as a repository of
 # its own at its version, each integration published from it (Scripts/publish-integration.sh), and a
-# throwaway consumer package that depends on all four by `file://` URL resolves, builds and runs a
-# `withSpan` with a log and a metric inside, then finds them in its envelopes. CI runs it.
+# throwaway consumer package that depends on the core and the three integrations by `file://` URL (the
+# integrations' shared context package comes with them) resolves, builds and runs a `withSpan` with a log
+# and a metric inside, then finds them in its envelopes, carrying the span. CI runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/TelemetryBuffer/API/TelemetryBuffer.swift)
@@ -12,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 git clone -q "$(pwd)" "$work/TelemetryBuffer"
 git -C "$work/TelemetryBuffer" tag "$version"
 core="file://$work/TelemetryBuffer"
-for name in TelemetryBufferLogging TelemetryBufferMetrics TelemetryBufferTracing; do
+for name in TelemetryBufferContext TelemetryBufferLogging TelemetryBufferMetrics TelemetryBufferTracing; do
     Scripts/publish-integration.sh "$name" "$work/$name" "$core" "$version" > /dev/null
 done
 
@@ -62,23 +63,27 @@ options.cacheDirectory = FileManager.default.temporaryDirectory.appendingPathCom
 options.upload = false
 let buffer = try TelemetryBuffer(options: options)
 InstrumentationSystem.bootstrap(TelemetryBufferTracer(buffer: buffer))
-MetricsSystem.bootstrap(TelemetryBufferMetricsFactory(buffer: buffer, trace: TelemetryBufferTracer.activeSpan))
-LoggingSystem.bootstrap { TelemetryBufferLogHandler(label: $0, buffer: buffer) {
-    TelemetryBufferTracer.activeSpan().map { ActiveTrace(traceID: $0.traceID, spanID: $0.spanID) } } }
+MetricsSystem.bootstrap(TelemetryBufferMetricsFactory(buffer: buffer))
+LoggingSystem.bootstrap { TelemetryBufferLogHandler(label: $0, buffer: buffer) }
 
 withSpan("consumer") { _ in
     Logger(label: "consumer").info("inside the span")
     Counter(label: "consumer.runs").increment()
 }
 buffer.close()
-let names = try FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path)
-var types = Set<String>()
-for name in names {
+// Each item's type and span ID, from the envelopes' lines: a header, then an item header and its payload.
+var spans: [String: Set<String>] = [:]
+for name in try FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path) {
     let text = try String(contentsOf: buffer.envelopesDirectory.appendingPathComponent(name), encoding: .utf8)
-    for type in ["log", "span", "trace_metric"] where text.contains("\"type\":\"\(type)\"") { types.insert(type) }
+    let lines = text.split(separator: "\n").dropFirst().map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    for index in stride(from: 0, to: lines.count - 1, by: 2) {
+        guard let type = lines[index]?["type"] as? String, let items = lines[index + 1]?["items"] as? [[String: Any]] else { continue }
+        for item in items { spans[type, default: []].insert(item["span_id"] as? String ?? "none") }
+    }
 }
 try? FileManager.default.removeItem(at: options.cacheDirectory)
-print("stored: \(types.sorted().joined(separator: ", "))")
-exit(types == ["log", "span", "trace_metric"] ? 0 : 1)
+print("span IDs by item type: \(spans)")
+// The log and the metric carry the span they ran in.
+exit(spans["span"]?.count == 1 && spans["log"] == spans["span"] && spans["trace_metric"] == spans["span"] ? 0 : 1)
 SOURCE
 (cd "$work/Consumer" && swift run -q Consumer)

@@ -11,11 +11,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
-        // Links to the repository root and the integrations, so that the names are the same whatever the clone is called.
-        .package(path: "TelemetryBuffer"),
-        .package(path: "TelemetryBuffer/Integrations/TelemetryBufferLogging"),
-        .package(path: "TelemetryBuffer/Integrations/TelemetryBufferMetrics"),
-        .package(path: "TelemetryBuffer/Integrations/TelemetryBufferTracing"),
+        // Through `Integrations`, a link to the repository's: the core is `Integrations/TelemetryBuffer` here as
+        // it is for each integration, so SwiftPM sees one package.
+        .package(path: "Integrations/TelemetryBuffer"),
+        .package(path: "Integrations/TelemetryBufferLogging"),
+        .package(path: "Integrations/TelemetryBufferMetrics"),
+        .package(path: "Integrations/TelemetryBufferTracing"),
     ],
     targets: [
         .executableTarget(name: "TracedService", dependencies: [

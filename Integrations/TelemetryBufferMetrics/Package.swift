@@ -11,17 +11,24 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
-        // A link to the repository root, so the dependency is named TelemetryBuffer whatever the clone is called.
-        .package(path: "TelemetryBuffer"),
+        // Links within this repository, which Scripts/publish-integration.sh turns into URLs. The core comes
+        // through the link Integrations/TelemetryBuffer: one path for every package here, so SwiftPM sees one.
+        .package(path: "../TelemetryBuffer"),
+        // The active trace, which the integrations share.
+        .package(path: "../TelemetryBufferContext"),
+        // Only for the tests, which set a `ServiceContext` as a tracer does (the context package uses it too).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         .target(name: "TelemetryBufferMetrics", dependencies: [
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "TelemetryBuffer", package: "TelemetryBuffer"),
+            .product(name: "TelemetryBufferContext", package: "TelemetryBufferContext"),
         ]),
         .testTarget(name: "TelemetryBufferMetricsTests", dependencies: [
             "TelemetryBufferMetrics",
             .product(name: "Metrics", package: "swift-metrics"),
+            .product(name: "Instrumentation", package: "swift-distributed-tracing"),
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -11,15 +11,22 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
-        // A link to the repository root, so the dependency is named TelemetryBuffer whatever the clone is called.
-        .package(path: "TelemetryBuffer"),
+        // Links within this repository, which Scripts/publish-integration.sh turns into URLs. The core comes
+        // through the link Integrations/TelemetryBuffer: one path for every package here, so SwiftPM sees one.
+        .package(path: "../TelemetryBuffer"),
+        // The active trace, which the integrations share.
+        .package(path: "../TelemetryBufferContext"),
     ],
     targets: [
         .target(name: "TelemetryBufferTracing", dependencies: [
             .product(name: "Tracing", package: "swift-distributed-tracing"),
             .product(name: "TelemetryBuffer", package: "TelemetryBuffer"),
+            .product(name: "TelemetryBufferContext", package: "TelemetryBufferContext"),
         ]),
-        .testTarget(name: "TelemetryBufferTracingTests", dependencies: ["TelemetryBufferTracing"]),
+        .testTarget(name: "TelemetryBufferTracingTests", dependencies: [
+            "TelemetryBufferTracing",
+            .product(name: "TelemetryBufferContext", package: "TelemetryBufferContext"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

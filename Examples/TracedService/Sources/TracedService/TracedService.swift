@@ -33,12 +33,8 @@ struct TracedService {
         options.release = "traced-service@1"
         let buffer = try TelemetryBuffer(options: options)
         InstrumentationSystem.bootstrap(TelemetryBufferTracer(buffer: buffer))
-        MetricsSystem.bootstrap(TelemetryBufferMetricsFactory(buffer: buffer, trace: TelemetryBufferTracer.activeSpan))
-        LoggingSystem.bootstrap { label in
-            TelemetryBufferLogHandler(label: label, buffer: buffer) {
-                TelemetryBufferTracer.activeSpan().map { ActiveTrace(traceID: $0.traceID, spanID: $0.spanID) }
-            }
-        }
+        MetricsSystem.bootstrap(TelemetryBufferMetricsFactory(buffer: buffer))
+        LoggingSystem.bootstrap { label in TelemetryBufferLogHandler(label: label, buffer: buffer) }
 
         let port = Locked(0)
         let router = Router()

@@ -1,5 +1,7 @@
 import Logging
 import TelemetryBuffer
+// `ActiveTrace`, which a user of the handler may set, is the context package's.
+@_exported import TelemetryBufferContext
 
 /// A swift-log `LogHandler` that sends each message to a `TelemetryBuffer` as a Sentry log.
 ///
@@ -13,8 +15,8 @@ import TelemetryBuffer
 /// `fatal`), the message as the body, the metadata as attributes (the handler's, then the metadata
 /// provider's, then the call's, later ones winning; nested values flattened with dotted keys), the call
 /// site as `code.*` attributes, the logger's label as `logger.name`, and `sentry.origin`
-/// `auto.log.swift-log`. The trace is `ActiveTrace.current` if set, else what `trace` returns, else
-/// `TraceID.process`. Logging costs what `buffer.add(log:)` costs plus building the attributes; it never
+/// `auto.log.swift-log`. The trace is `ActiveTrace.ofCurrentTask` (the active span of
+/// `TelemetryBufferTracer` inside `withSpan`), else what `trace` returns, else `TraceID.process`. Logging costs what `buffer.add(log:)` costs plus building the attributes; it never
 /// waits on disk I/O.
 public struct TelemetryBufferLogHandler: LogHandler {
     /// The buffer the logs go to.
@@ -31,7 +33,7 @@ public struct TelemetryBufferLogHandler: LogHandler {
     private var metadataAttributes = Attributes()
     /// Metadata computed per message (for example from a task-local context).
     public var metadataProvider: Logger.MetadataProvider?
-    /// The trace (and span) of a message when no `ActiveTrace` is set; `nil` uses `TraceID.process`.
+    /// The trace (and span) of a message when the task has no `ActiveTrace`; `nil` uses `TraceID.process`.
     public var trace: (@Sendable () -> ActiveTrace?)?
 
     /// A handler for the logger `label` that sends to `buffer`.
@@ -40,7 +42,7 @@ public struct TelemetryBufferLogHandler: LogHandler {
     ///   - label: The logger's label (swift-log passes it to the factory given to `LoggingSystem.bootstrap`).
     ///   - buffer: Where the logs go.
     ///   - metadataProvider: Metadata computed per message; defaults to the one bootstrapped, if any.
-    ///   - trace: The active trace where `ActiveTrace.current` is not set (a tracing library's, say).
+    ///   - trace: The active trace where the task has no `ActiveTrace` (another tracing library's, say).
     public init(label: String, buffer: TelemetryBuffer, metadataProvider: Logger.MetadataProvider? = LoggingSystem.metadataProvider,
                 trace: (@Sendable () -> ActiveTrace?)? = nil) {
         self.label = label
@@ -71,7 +73,7 @@ public struct TelemetryBufferLogHandler: LogHandler {
         attributes["code.namespace"] = .string(event.source)
         attributes["logger.name"] = .string(label)
         attributes["sentry.origin"] = "auto.log.swift-log"
-        let active = ActiveTrace.current ?? trace?()
+        let active = ActiveTrace.ofCurrentTask ?? trace?()
         buffer.add(log: Log(level: Self.level(event.level), body: event.message.description,
                             traceID: active?.traceID ?? .process, spanID: active?.spanID, attributes: attributes))
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Instrumentation
 import Logging
 import TelemetryBuffer
 import TelemetryBufferLogging
@@ -126,12 +127,19 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         XCTAssertEqual(attributes["sentry.origin"]?["value"] as? String, "auto.log.swift-log")
     }
 
-    func testTheActiveTraceComesFromTheTaskLocalThenTheProviderThenTheProcess() async throws {
+    /// A message's trace: one set with `ActiveTrace.$current`, else its `ServiceContext`'s (where a tracer
+    /// keeps its active span), else the provider's, else the process's.
+    func testTheActiveTraceComesFromTheTaskLocalThenTheServiceContextThenTheProviderThenTheProcess() async throws {
         let provided = ActiveTrace(traceID: TraceID(high: 7, low: 7))
         let logger = logger { $0.trace = { provided } }
         let active = ActiveTrace(traceID: TraceID(high: 0xA, low: 0xB), spanID: SpanID(0xC))
-        await ActiveTrace.$current.withValue(active) {
-            await Task { logger.info("in a child task") }.value
+        var context = ServiceContext.topLevel
+        context.activeTrace = ActiveTrace(traceID: TraceID(high: 0xD, low: 0xE), spanID: SpanID(0xF))
+        await ServiceContext.withValue(context) {
+            await ActiveTrace.$current.withValue(active) {
+                await Task { logger.info("in a child task") }.value
+            }
+            await Task { logger.info("in a span") }.value
         }
         logger.info("outside")
         let plain = self.logger()
@@ -139,9 +147,11 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         let logs = try storedLogs()
         XCTAssertEqual(logs[0]["trace_id"] as? String, "000000000000000a000000000000000b")
         XCTAssertEqual(logs[0]["span_id"] as? String, "000000000000000c")
-        XCTAssertEqual(logs[1]["trace_id"] as? String, "00000000000000070000000000000007")
-        XCTAssertNil(logs[1]["span_id"])
-        XCTAssertEqual(logs[2]["trace_id"] as? String, TraceID.process.description)
+        XCTAssertEqual(logs[1]["trace_id"] as? String, "000000000000000d000000000000000e")
+        XCTAssertEqual(logs[1]["span_id"] as? String, "000000000000000f")
+        XCTAssertEqual(logs[2]["trace_id"] as? String, "00000000000000070000000000000007")
+        XCTAssertNil(logs[2]["span_id"])
+        XCTAssertEqual(logs[3]["trace_id"] as? String, TraceID.process.description)
     }
 
     /// Every attribute key the handler writes (with the library's) is one Sentry's conventions registry

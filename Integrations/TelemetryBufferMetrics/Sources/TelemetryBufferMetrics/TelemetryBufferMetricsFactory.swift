@@ -1,5 +1,7 @@
 import CoreMetrics
 import TelemetryBuffer
+// `ActiveTrace`, which the factory's `trace` provider returns, is the context package's.
+@_exported import TelemetryBufferContext
 
 /// A swift-metrics backend that sends every recorded value to a `TelemetryBuffer` as a Sentry trace metric.
 ///
@@ -17,7 +19,8 @@ import TelemetryBuffer
 /// | `Timer` | `distribution` sample in `nanosecond`, or in its preferred display unit, converted |
 ///
 /// The label is the metric's name, the dimensions its string attributes (made once per handler, not per
-/// value). Each value is one `add(metric:)`: Sentry aggregates, and the factory keeps nothing but each
+/// value). Each value carries `ActiveTrace.ofCurrentTask` (the active span of `TelemetryBufferTracer`
+/// inside `withSpan`), else what `trace` returns, else `TraceID.process`. Each value is one `add(metric:)`: Sentry aggregates, and the factory keeps nothing but each
 /// meter series' current value (label and dimensions: every `Meter` of a series moves the same value, and
 /// its values are sent in the order they were reached). A counter's increment of 0 or less is not sent;
 /// `reset()` sends nothing (a counter's values are increments) and `destroy` forgets nothing. A value that
@@ -27,9 +30,9 @@ import TelemetryBuffer
 public struct TelemetryBufferMetricsFactory: MetricsFactory {
     /// The buffer the metrics go to.
     public let buffer: TelemetryBuffer
-    /// The trace (and span) each value belongs to, asked per value; `nil`, or a provider that returns
-    /// `nil`, uses `TraceID.process`.
-    public let trace: (@Sendable () -> (traceID: TraceID, spanID: SpanID?)?)?
+    /// The trace (and span) of a value when the task has no `ActiveTrace`, asked per value; `nil`, or a
+    /// provider that returns `nil`, uses `TraceID.process`.
+    public let trace: (@Sendable () -> ActiveTrace?)?
     /// The meters' current values, by series: shared by every copy of the factory.
     let meters = MeterValues()
 
@@ -37,8 +40,8 @@ public struct TelemetryBufferMetricsFactory: MetricsFactory {
     ///
     /// - Parameters:
     ///   - buffer: Where the metrics go.
-    ///   - trace: The active trace and span per value (a tracing library's, say).
-    public init(buffer: TelemetryBuffer, trace: (@Sendable () -> (traceID: TraceID, spanID: SpanID?)?)? = nil) {
+    ///   - trace: The active trace where the task has no `ActiveTrace` (another tracing library's, say).
+    public init(buffer: TelemetryBuffer, trace: (@Sendable () -> ActiveTrace?)? = nil) {
         self.buffer = buffer
         self.trace = trace
     }

@@ -1,5 +1,6 @@
 import CoreMetrics
 import Foundation
+import Instrumentation
 import TelemetryBuffer
 import TelemetryBufferMetrics
 import XCTest
@@ -72,14 +73,19 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
         ])
     }
 
-    /// Dimensions become string attributes; the trace provider's trace and span go on each value.
-    func testDimensionsAreAttributesAndTheProvidersTraceIsEachValues() throws {
+    /// Dimensions become string attributes. A value's trace: the task's `ActiveTrace` (here from its
+    /// `ServiceContext`, where a tracer keeps its active span), else the provider's, else the process's.
+    func testDimensionsAreAttributesAndTheActiveTraceIsEachValues() throws {
         let trace = TraceID.random(), span = SpanID.random()
-        let traced = TelemetryBufferMetricsFactory(buffer: buffer) { (trace, span) }
+        let traced = TelemetryBufferMetricsFactory(buffer: buffer) { ActiveTrace(traceID: trace, spanID: span) }
         Counter(label: "checkout", dimensions: [("region", "eu"), ("plan", "pro")], factory: traced).increment()
         Counter(label: "untraced", factory: factory).increment()
+        var context = ServiceContext.topLevel
+        let active = ActiveTrace(traceID: .random(), spanID: .random())
+        context.activeTrace = active
+        ServiceContext.withValue(context) { Counter(label: "in a span", factory: traced).increment() }
         let metrics = try storedMetrics()
-        XCTAssertEqual(metrics.count, 2)
+        XCTAssertEqual(metrics.count, 3)
         let attributes = try XCTUnwrap(metrics[0]["attributes"] as? [String: [String: Any]])
         XCTAssertEqual(attributes["region"]?["value"] as? String, "eu")
         XCTAssertEqual(attributes["plan"]?["type"] as? String, "string")
@@ -87,6 +93,8 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
         XCTAssertEqual(metrics[0]["span_id"] as? String, span.description)
         XCTAssertEqual(metrics[1]["trace_id"] as? String, TraceID.process.description)
         XCTAssertNil(metrics[1]["span_id"])
+        XCTAssertEqual(metrics[2]["trace_id"] as? String, active.traceID.description)
+        XCTAssertEqual(metrics[2]["span_id"] as? String, active.spanID?.description)
     }
 
     /// A value JSON cannot carry is dropped and counted by the buffer as `invalid`; the rest go on.

@@ -2,8 +2,8 @@ import Foundation
 import TelemetryBuffer
 import Tracing
 
-/// What a span of this tracer leaves in the `InstrumentationContext` for its children, the propagation
-/// headers and the log and metric integrations: its trace and span, the trace's sampling decision, its
+/// What a span of this tracer leaves in the `InstrumentationContext` for its children and the propagation
+/// headers: its trace and span, the trace's sampling decision, its
 /// segment, and the trace's dynamic sampling context (DSC), frozen at the segment's start.
 public struct SentrySpanContext: Sendable, Hashable {
     /// The trace.

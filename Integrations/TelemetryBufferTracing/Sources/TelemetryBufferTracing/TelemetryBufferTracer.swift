@@ -1,5 +1,6 @@
 import Foundation
 import TelemetryBuffer
+import TelemetryBufferContext
 import Tracing
 
 /// A swift-distributed-tracing `Tracer` whose finished spans go to a `TelemetryBuffer` as span v2 items,
@@ -107,6 +108,8 @@ public struct TelemetryBufferTracer: Tracer {
             if sampled { buffer.setSamplingContext(dsc, forTrace: traceID) }
         }
         SentrySpanContext.set(span, in: &context)
+        // What the swift-log and swift-metrics integrations read: logs and metrics carry the span they ran in.
+        context.activeTrace = ActiveTrace(traceID: span.traceID, spanID: span.spanID)
         return TelemetryBufferSpan(operationName: operationName, kind: kind, context: context, span: span,
                                    parentSpanID: parent?.spanID, isSegment: parent?.segment == nil,
                                    start: instant().nanosecondsSinceEpoch, buffer: buffer)
@@ -134,21 +137,6 @@ public struct TelemetryBufferTracer: Tracer {
         return dsc
     }
 
-    /// The trace and span of the current task's active span of this tracer (`InstrumentationContext.current`,
-    /// which `withSpan` sets), if any: the `trace` provider for the swift-log handler and the swift-metrics
-    /// factory, so that logs and metrics carry the span they ran in.
-    ///
-    /// ```swift
-    /// TelemetryBufferLogHandler(label: label, buffer: buffer) {
-    ///     TelemetryBufferTracer.activeSpan().map { ActiveTrace(traceID: $0.traceID, spanID: $0.spanID) }
-    /// }
-    /// TelemetryBufferMetricsFactory(buffer: buffer, trace: TelemetryBufferTracer.activeSpan)
-    /// ```
-    @Sendable
-    public static func activeSpan() -> (traceID: TraceID, spanID: SpanID?)? {
-        InstrumentationContext.current.flatMap(SentrySpanContext.current(in:)).map { ($0.traceID, $0.spanID) }
-    }
-
     /// Stores what the buffer holds, waiting at most 2 s.
     public func forceFlush() {
         buffer.flush(timeout: 2)
@@ -166,7 +154,8 @@ public struct TelemetryBufferTracer: Tracer {
     }
 
     /// Reads an incoming trace: `sentry-trace` (with `baggage`'s DSC), else `traceparent`; the first span
-    /// started in the context continues it as a segment whose parent is the caller's span.
+    /// started in the context continues it as a segment whose parent is the caller's span. Logs and metrics
+    /// sent in the context before that span starts carry the trace, without a span.
     public func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout InstrumentationContext,
                                                      using extractor: Extract) where Extract.Carrier == Carrier {
         let baggage = extractor.extract(key: TraceHeaders.baggage, from: carrier).map(TraceHeaders.parseBaggage)
@@ -177,10 +166,12 @@ public struct TelemetryBufferTracer: Tracer {
             let dsc = baggage?.sentry["trace_id"]?.lowercased() == trace.description ? baggage?.sentry ?? [:] : [:]
             SentrySpanContext.set(SentrySpanContext(traceID: trace, spanID: span, sampled: sampled, dynamicSamplingContext: dsc,
                                                     foreignBaggage: baggage?.foreign ?? [], traceState: state), in: &context)
+            context.activeTrace = ActiveTrace(traceID: trace)
         } else if let header = extractor.extract(key: TraceHeaders.traceparent, from: carrier),
                   let (trace, span, sampled) = TraceHeaders.parseTraceparent(header) {
             SentrySpanContext.set(SentrySpanContext(traceID: trace, spanID: span, sampled: sampled,
                                                     foreignBaggage: baggage?.foreign ?? [], traceState: state), in: &context)
+            context.activeTrace = ActiveTrace(traceID: trace)
         }
     }
 }

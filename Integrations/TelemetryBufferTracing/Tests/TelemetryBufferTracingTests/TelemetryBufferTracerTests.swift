@@ -1,5 +1,6 @@
 import Foundation
 import TelemetryBuffer
+import TelemetryBufferContext
 import TelemetryBufferTracing
 import Tracing
 import XCTest
@@ -249,20 +250,28 @@ final class TelemetryBufferTracerTests: XCTestCase {
         XCTAssertEqual(result["problems"] as? [String], [], "seen: \(seen)")
     }
 
-    /// Inside `withSpan` the active span is that span (for logs and metrics); outside, there is none.
-    func testTheActiveSpanIsTheOneWithSpanRuns() throws {
+    /// Inside `withSpan` the task's `ActiveTrace` (what logs and metrics carry) is that span's; in a context
+    /// extracted from a request, the caller's trace without a span; outside, there is none.
+    func testTheActiveTraceIsTheSpanWithSpanRuns() throws {
         let tracer = tracer()
-        XCTAssertNil(TelemetryBufferTracer.activeSpan())
+        XCTAssertNil(ActiveTrace.ofCurrentTask)
         tracer.withSpan("outer") { outer in
             let ids = SentrySpanContext.current(in: outer.context)
-            XCTAssertEqual(TelemetryBufferTracer.activeSpan()?.traceID, ids?.traceID)
-            XCTAssertEqual(TelemetryBufferTracer.activeSpan()?.spanID, ids?.spanID)
+            XCTAssertEqual(ActiveTrace.ofCurrentTask?.traceID, ids?.traceID)
+            XCTAssertEqual(ActiveTrace.ofCurrentTask?.spanID, ids?.spanID)
             tracer.withSpan("inner") { inner in
-                XCTAssertEqual(TelemetryBufferTracer.activeSpan()?.spanID, SentrySpanContext.current(in: inner.context)?.spanID)
-                XCTAssertEqual(TelemetryBufferTracer.activeSpan()?.traceID, ids?.traceID, "a child of the active span")
+                XCTAssertEqual(ActiveTrace.ofCurrentTask?.spanID, SentrySpanContext.current(in: inner.context)?.spanID)
+                XCTAssertEqual(ActiveTrace.ofCurrentTask?.traceID, ids?.traceID, "a child of the active span")
             }
+            let set = ActiveTrace(traceID: .random())
+            ActiveTrace.$current.withValue(set) { XCTAssertEqual(ActiveTrace.ofCurrentTask, set, "one set by hand wins") }
         }
-        XCTAssertNil(TelemetryBufferTracer.activeSpan())
+        XCTAssertNil(ActiveTrace.ofCurrentTask)
+        var context = ServiceContext.topLevel
+        tracer.extract(["sentry-trace": "0123456789abcdef0123456789abcdef-0123456789abcdef-1"], into: &context, using: HeaderExtractor())
+        ServiceContext.withValue(context) {
+            XCTAssertEqual(ActiveTrace.ofCurrentTask, ActiveTrace(traceID: TraceID("0123456789abcdef0123456789abcdef")!))
+        }
     }
 
     /// A continued trace whose caller sent no DSC gets one that agrees with the caller's decision: for `-0`,
