@@ -13,12 +13,15 @@ import Tracing
 /// ```
 ///
 /// A span without a local parent (a root, or the first of this process in a trace an incoming request
-/// carried) is a **segment**; its descendants carry its ID and name (`sentry.segment.id`/`.name`). Only
+/// carried) is a **segment**; its descendants carry its ID and name (`sentry.segment.id`/`.name`), the
+/// name as it is when they end (Hummingbird's middleware names a request's segment after its handler
+/// returns: children that ended before carry its first name, `HTTP GET route not found`). Only
 /// ended spans of sampled traces enter the buffer. Head sampling happens at a segment without a decision
 /// to follow: `tracesSampler`, if set, else `tracesSampleRate`, against the trace's `sample_rand`. A trace
 /// that is not sampled records nothing and still propagates (`-0`). The envelopes of a trace's spans carry
 /// the dynamic sampling context it propagates (`TelemetryBuffer.setSamplingContext`): the caller's for a
-/// continued trace, else the one this process started it with.
+/// continued trace, else the one this process started it with (without `transaction` for a server's
+/// segment, whose name is a placeholder until the request is routed).
 public struct TelemetryBufferTracer: Tracer {
     /// How the tracer samples.
     public struct Options: Sendable {
@@ -97,9 +100,11 @@ public struct TelemetryBufferTracer: Tracer {
                 sampled = sampleRand < rate
             }
             // The trace's DSC, frozen by its head: an incoming one is kept as it came, else this segment's.
+            // A server's segment goes without its name, which is a placeholder until the request is routed
+            // (Sentry wants a `transaction` only of good quality).
             if dsc["trace_id"] == nil {
                 dsc = ownDynamicSamplingContext(traceID, sampleRand: sampleRand, sampled: sampled, rate: rate,
-                                                transaction: operationName)
+                                                transaction: kind == .server ? nil : operationName)
             }
             span = SentrySpanContext(traceID: traceID, spanID: spanID, sampled: sampled, dynamicSamplingContext: dsc,
                                      foreignBaggage: parent?.foreignBaggage ?? [], traceState: parent?.traceState)
@@ -118,13 +123,14 @@ public struct TelemetryBufferTracer: Tracer {
     /// A rate within 0...1; NaN is 0.
     private static func clamped(_ rate: Double) -> Double { rate.isNaN ? 0 : min(max(rate, 0), 1) }
 
-    /// The DSC this process starts a trace with: its DSN's public key and organization, release and
-    /// environment. `sample_rand` is cut (not rounded) to 6 decimals, so that it stays below 1 and on the
-    /// side of the rate it was drawn on.
+    /// The DSC this process starts a trace with: its DSN's public key and organization, release,
+    /// environment and the segment's name, if given. `sample_rand` is cut (not rounded) to 6 decimals, so
+    /// that it stays below 1 and on the side of the rate it was drawn on.
     private func ownDynamicSamplingContext(_ traceID: TraceID, sampleRand: Double, sampled: Bool, rate: Double,
-                                           transaction: String) -> [String: String] {
+                                           transaction: String?) -> [String: String] {
         var dsc = ["trace_id": traceID.description, "sample_rand": String(format: "%.6f", (sampleRand * 1e6).rounded(.down) / 1e6),
-                   "sampled": sampled ? "true" : "false", "sample_rate": String(rate), "transaction": transaction]
+                   "sampled": sampled ? "true" : "false", "sample_rate": String(rate)]
+        if let transaction { dsc["transaction"] = transaction }
         let dsn = URLComponents(string: buffer.options.dsn)
         if let key = dsn?.user { dsc["public_key"] = key }
         // `o<digits>.` leading the host names the organization.

@@ -108,6 +108,22 @@ final class TelemetryBufferTracerTests: XCTestCase {
         XCTAssertEqual(attribute(try XCTUnwrap(try storedSpans()["/cart/:id"]?.span), "sentry.segment.name.source") as? String, "route")
     }
 
+    /// A server names its segment once it has routed the request (Hummingbird's middleware starts it as
+    /// `HTTP GET route not found`): the DSC a server segment starts a trace with has no `transaction`, which
+    /// Sentry wants only of good quality, as it would propagate the placeholder to every service called.
+    func testAServerSegmentStartsItsTraceWithoutATransactionName() throws {
+        let tracer = tracer()
+        var headers: [String: String] = [:]
+        tracer.withSpan("HTTP GET route not found", ofKind: .server) { segment in
+            segment.operationName = "/cart"
+            tracer.withSpan("GET /stock", ofKind: .client) { tracer.inject($0.context, into: &headers, using: HeaderInjector()) }
+        }
+        let baggage = headers["baggage"] ?? ""
+        XCTAssertTrue(baggage.contains("sentry-trace_id="), baggage)
+        XCTAssertFalse(baggage.contains("sentry-transaction="), baggage)
+        XCTAssertNil((try storedSpans()["/cart"]?.trace as? [String: String])?["transaction"])
+    }
+
     /// Injected headers carry the trace, the span and the decision, and the DSC as `sentry-` baggage.
     func testInjectWritesSentryAndW3CHeaders() throws {
         let tracer = tracer()
