@@ -52,4 +52,12 @@ enum AttributeNames {
         "net.transport": "network.transport",
         "url.same_origin": "http.request.same_origin",
     ]
+
+    /// Whether a key names a recorded HTTP header whose values the registry types as a string array (a header
+    /// may repeat: `http.request.header.<key>`, `http.response.header.<key>`), but for the one it types as a
+    /// string. Hummingbird's middleware records a header seen once as a string.
+    static func isHeaderList(_ key: String) -> Bool {
+        (key.hasPrefix("http.request.header.") || key.hasPrefix("http.response.header."))
+            && key != "http.response.header.content-length"
+    }
 }

@@ -133,9 +133,9 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
         Date(timeIntervalSince1970: Double(nanoseconds / 1000) / 1_000_000)
     }
 
-    /// swift-distributed-tracing's attributes as the buffer's, under the registry's keys (`AttributeNames`:
-    /// `db.system` goes as `db.system.name`, unless that is set too; `net.sock.family` as `network.type` or
-    /// `network.transport`).
+    /// swift-distributed-tracing's attributes as the buffer's, under the registry's keys and types
+    /// (`AttributeNames`: `db.system` goes as `db.system.name`, unless that is set too; `net.sock.family` as
+    /// `network.type` or `network.transport`; a recorded header's single value as an array of one).
     static func attributes(_ attributes: SpanAttributes) -> Attributes {
         var converted = Attributes()
         attributes.forEach { key, attribute in
@@ -164,7 +164,7 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
             case .doubleArray(let values): converted[key] = .doubleArray(values)
             case .bool(let value): converted[key] = .boolean(value)
             case .boolArray(let values): converted[key] = .booleanArray(values)
-            case .string(let value): converted[key] = .string(value)
+            case .string(let value): converted[key] = AttributeNames.isHeaderList(key) ? .stringArray([value]) : .string(value)
             case .stringArray(let values): converted[key] = .stringArray(values)
             case .stringConvertible(let value): converted[key] = .string(value.description)
             case .stringConvertibleArray(let values): converted[key] = .stringArray(values.map(\.description))

@@ -232,7 +232,21 @@ final class TelemetryBufferTracerTests: XCTestCase {
         struct Declined: Error {}
         let tracer = tracer()
         try? tracer.withSpan("checkout", ofKind: .server) { root in
+            // As Hummingbird's middleware records them: one header value as a string, several as an array.
+            root.attributes["http.request.method"] = "GET"
+            root.attributes["url.path"] = "/checkout"
+            root.attributes["http.request.header.user-agent"] = "tests"
+            root.attributes["http.request.header.accept"] = ["text/plain", "application/json"]
+            root.attributes["http.response.header.content-length"] = "2"
+            root.attributes["http.response.status_code"] = 200
             tracer.withSpan("query", context: root.context) { $0.attributes["db.system"] = "postgresql" }
+            tracer.withSpan("publish", context: root.context, ofKind: .producer) { producer in
+                producer.attributes["messaging.system"] = "kafka"
+                producer.attributes["messaging.destination.name"] = "orders"
+                tracer.withSpan("process", context: producer.context, ofKind: .consumer) { consumer in
+                    consumer.addLink(SpanLink(context: producer.context, attributes: ["sentry.link.type": "previous_trace"]))
+                }
+            }
             throw Declined()
         }
         buffer.flush()
@@ -260,7 +274,8 @@ final class TelemetryBufferTracerTests: XCTestCase {
         XCTAssertEqual(process.terminationStatus, 0, complaint)
         let result = try XCTUnwrap(JSONSerialization.jsonObject(with: printed) as? [String: Any])
         let seen = try XCTUnwrap(result["seen"] as? [String: String])
-        for key in ["sentry.op", "sentry.segment.name.source", "exception.type", "exception.message", "db.system.name"] {
+        for key in ["sentry.op", "sentry.segment.name.source", "exception.type", "exception.message", "db.system.name",
+                    "http.request.header.user-agent", "http.request.header.accept", "messaging.system", "sentry.link.type"] {
             XCTAssertNotNil(seen[key], "\(key) was written: \(seen.keys.sorted())")
         }
         XCTAssertEqual(result["problems"] as? [String], [], "seen: \(seen)")
