@@ -11,7 +11,7 @@
 # (`.git` aside): SwiftPM names a package by its URL's last component, and the manifest refers to it so.
 # The other integrations are published beside it: `…/TelemetryBufferContext` for the same `…/TelemetryBuffer`.
 set -euo pipefail
-[ $# -eq 4 ] || { sed -n 2,9p "$0" >&2; exit 2; }
+[ $# -eq 4 ] || { sed -n '2,/^set /p' "$0" | grep '^#' >&2; exit 2; }
 name=$1 destination=$2 core=$3 version=$4
 cd "$(dirname "$0")/.."
 [ -f "Integrations/$name/Package.swift" ] || { echo "no integration Integrations/$name" >&2; exit 2; }
@@ -30,7 +30,8 @@ manifest="$destination/Package.swift"
 grep -q '\.package(path: "\.\./TelemetryBuffer")' "$manifest" || { echo "$manifest: no path to the core" >&2; exit 1; }
 base=${core%.git} suffix=${core#"${core%.git}"}
 sed -i.orig -e "s|\.package(path: \"\.\./\([A-Za-z]*\)\")|.package(url: \"${base%TelemetryBuffer}\1$suffix\", from: \"$version\")|" \
-    -e '/^ *\/\/.*\(publish-integration\.sh\|Integrations\/TelemetryBuffer\)/d' "$manifest"
+    -e '/^ *\/\/ Links within this repository, which Scripts\/publish-integration\.sh/d' \
+    -e '/^ *\/\/ through the link Integrations\/TelemetryBuffer: /d' "$manifest"
 rm "$manifest.orig"
 ! grep -q '\.package(path:' "$manifest" || { echo "$manifest: a path left" >&2; exit 1; }
 git -C "$destination" add Package.swift

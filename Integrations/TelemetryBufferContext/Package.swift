@@ -22,6 +22,7 @@ let package = Package(
             .product(name: "Instrumentation", package: "swift-distributed-tracing"),
             .product(name: "TelemetryBuffer", package: "TelemetryBuffer"),
         ]),
+        .testTarget(name: "TelemetryBufferContextTests", dependencies: ["TelemetryBufferContext"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -3,9 +3,10 @@ import TelemetryBuffer
 
 /// The trace (and span) a task's work belongs to, which logs and metrics sent meanwhile carry.
 ///
-/// `TelemetryBufferTracer` keeps it in the `ServiceContext` of each span it starts, so that inside
-/// `withSpan` it is that span's. Without a tracer, set it around the work with
-/// `ActiveTrace.$current.withValue(…)`; the task and its children see it.
+/// It lives in the task's `ServiceContext`. `TelemetryBufferTracer` puts it in the context of each span it
+/// starts, so inside `withSpan` it is that span's. Without a tracer, set it around the work with
+/// `ActiveTrace.withValue(_:operation:)`. Either way the task and its children see it, until a span or a
+/// `withValue` inside sets another: the innermost wins.
 public struct ActiveTrace: Sendable, Hashable {
     /// The trace.
     public var traceID: TraceID
@@ -18,13 +19,25 @@ public struct ActiveTrace: Sendable, Hashable {
         self.spanID = spanID
     }
 
-    /// The trace set with `withValue` for the current task; `nil` outside any.
-    @TaskLocal public static var current: ActiveTrace?
+    /// The current task's trace: the one its `ServiceContext` carries; `nil` outside any span of
+    /// `TelemetryBufferTracer` and any `withValue`. One task-local read.
+    public static var current: ActiveTrace? { ServiceContext.current?.activeTrace }
 
-    /// The current task's trace: `current` if set, else the one its `ServiceContext` carries (the active
-    /// span of `TelemetryBufferTracer`), else `nil`. Two task-local reads.
-    public static var ofCurrentTask: ActiveTrace? {
-        current ?? ServiceContext.current?.activeTrace
+    /// Runs `operation` with `trace` as the current task's (in a copy of the task's `ServiceContext`).
+    public static func withValue<Result>(_ trace: ActiveTrace?, operation: () throws -> Result) rethrows -> Result {
+        try ServiceContext.withValue(context(with: trace), operation: operation)
+    }
+
+    /// Runs `operation` with `trace` as the current task's (in a copy of the task's `ServiceContext`).
+    public static func withValue<Result>(_ trace: ActiveTrace?, isolation: isolated (any Actor)? = #isolation,
+                                         operation: () async throws -> Result) async rethrows -> Result {
+        try await ServiceContext.withValue(context(with: trace), isolation: isolation, operation: operation)
+    }
+
+    private static func context(with trace: ActiveTrace?) -> ServiceContext {
+        var context = ServiceContext.current ?? .topLevel
+        context.activeTrace = trace
+        return context
     }
 }
 

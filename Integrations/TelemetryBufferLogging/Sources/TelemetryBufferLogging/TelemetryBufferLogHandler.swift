@@ -15,9 +15,9 @@ import TelemetryBuffer
 /// `fatal`), the message as the body, the metadata as attributes (the handler's, then the metadata
 /// provider's, then the call's, later ones winning; nested values flattened with dotted keys), the call
 /// site as `code.*` attributes, the logger's label as `logger.name`, and `sentry.origin`
-/// `auto.log.swift-log`. The trace is `ActiveTrace.ofCurrentTask` (the active span of
-/// `TelemetryBufferTracer` inside `withSpan`), else what `trace` returns, else `TraceID.process`. Logging costs what `buffer.add(log:)` costs plus building the attributes; it never
-/// waits on disk I/O.
+/// `auto.log.swift-log`. The trace is `ActiveTrace.current` (the active span of `TelemetryBufferTracer`
+/// inside `withSpan`), else what `trace` returns, else `TraceID.process`. Logging costs what
+/// `buffer.add(log:)` costs plus building the attributes; it never waits on disk I/O.
 public struct TelemetryBufferLogHandler: LogHandler {
     /// The buffer the logs go to.
     public let buffer: TelemetryBuffer
@@ -73,7 +73,7 @@ public struct TelemetryBufferLogHandler: LogHandler {
         attributes["code.namespace"] = .string(event.source)
         attributes["logger.name"] = .string(label)
         attributes["sentry.origin"] = "auto.log.swift-log"
-        let active = ActiveTrace.ofCurrentTask ?? trace?()
+        let active = ActiveTrace.current ?? trace?()
         buffer.add(log: Log(level: Self.level(event.level), body: event.message.description,
                             traceID: active?.traceID ?? .process, spanID: active?.spanID, attributes: attributes))
     }

@@ -127,19 +127,19 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         XCTAssertEqual(attributes["sentry.origin"]?["value"] as? String, "auto.log.swift-log")
     }
 
-    /// A message's trace: one set with `ActiveTrace.$current`, else its `ServiceContext`'s (where a tracer
-    /// keeps its active span), else the provider's, else the process's.
-    func testTheActiveTraceComesFromTheTaskLocalThenTheServiceContextThenTheProviderThenTheProcess() async throws {
+    /// A message's trace: the task's `ActiveTrace` (set by hand, or by a tracer's span inside it: the
+    /// innermost), else the provider's, else the process's.
+    func testTheActiveTraceComesFromTheTaskThenTheProviderThenTheProcess() async throws {
         let provided = ActiveTrace(traceID: TraceID(high: 7, low: 7))
         let logger = logger { $0.trace = { provided } }
         let active = ActiveTrace(traceID: TraceID(high: 0xA, low: 0xB), spanID: SpanID(0xC))
-        var context = ServiceContext.topLevel
-        context.activeTrace = ActiveTrace(traceID: TraceID(high: 0xD, low: 0xE), spanID: SpanID(0xF))
-        await ServiceContext.withValue(context) {
-            await ActiveTrace.$current.withValue(active) {
-                await Task { logger.info("in a child task") }.value
-            }
-            await Task { logger.info("in a span") }.value
+        let span = ActiveTrace(traceID: TraceID(high: 0xD, low: 0xE), spanID: SpanID(0xF))
+        await ActiveTrace.withValue(active) {
+            await Task { logger.info("in a child task") }.value
+            // As a tracer's span started inside makes its context.
+            var context = ServiceContext.current ?? .topLevel
+            context.activeTrace = span
+            ServiceContext.withValue(context) { logger.info("in a span") }
         }
         logger.info("outside")
         let plain = self.logger()

@@ -32,7 +32,7 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
     }
 
     private func send(_ value: Metric.Value, unit: String? = nil) {
-        let trace = ActiveTrace.ofCurrentTask ?? factory.trace?()
+        let trace = ActiveTrace.current ?? factory.trace?()
         factory.buffer.add(metric: Metric(name: name, kind: kind, value: value, unit: unit, attributes: attributes,
                                           traceID: trace?.traceID ?? .process, spanID: trace?.spanID))
     }

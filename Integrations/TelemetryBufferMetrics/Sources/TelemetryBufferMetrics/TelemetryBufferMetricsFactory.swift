@@ -19,10 +19,11 @@ import TelemetryBuffer
 /// | `Timer` | `distribution` sample in `nanosecond`, or in its preferred display unit, converted |
 ///
 /// The label is the metric's name, the dimensions its string attributes (made once per handler, not per
-/// value). Each value carries `ActiveTrace.ofCurrentTask` (the active span of `TelemetryBufferTracer`
-/// inside `withSpan`), else what `trace` returns, else `TraceID.process`. Each value is one `add(metric:)`: Sentry aggregates, and the factory keeps nothing but each
-/// meter series' current value (label and dimensions: every `Meter` of a series moves the same value, and
-/// its values are sent in the order they were reached). A counter's increment of 0 or less is not sent;
+/// value). Each value carries `ActiveTrace.current` (the active span of `TelemetryBufferTracer` inside
+/// `withSpan`), else what `trace` returns, else `TraceID.process`. Each value is one `add(metric:)`:
+/// Sentry aggregates, and the factory keeps nothing but each meter series' current value (label and
+/// dimensions: every `Meter` of a series moves the same value, and its values are sent in the order they
+/// were reached). A counter's increment of 0 or less is not sent;
 /// `reset()` sends nothing (a counter's values are increments) and `destroy` forgets nothing. A value that
 /// is NaN or infinite is dropped and counted by the buffer as `invalid` (a meter keeps the value it had). A
 /// timer's unit is its own: give every `Timer` of a name the same preferred display unit. Recording never

@@ -113,8 +113,9 @@ public struct TelemetryBufferTracer: Tracer {
             if sampled { buffer.setSamplingContext(dsc, forTrace: traceID) }
         }
         SentrySpanContext.set(span, in: &context)
-        // What the swift-log and swift-metrics integrations read: logs and metrics carry the span they ran in.
-        context.activeTrace = ActiveTrace(traceID: span.traceID, spanID: span.spanID)
+        // What the swift-log and swift-metrics integrations read: logs and metrics carry the span they ran in
+        // (only its trace if it is not sampled: the span is never sent).
+        context.activeTrace = ActiveTrace(traceID: span.traceID, spanID: span.sampled == true ? span.spanID : nil)
         return TelemetryBufferSpan(operationName: operationName, kind: kind, context: context, span: span,
                                    parentSpanID: parent?.spanID, isSegment: parent?.segment == nil,
                                    start: instant().nanosecondsSinceEpoch, buffer: buffer)

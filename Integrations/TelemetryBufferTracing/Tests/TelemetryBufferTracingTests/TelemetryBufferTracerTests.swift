@@ -232,10 +232,11 @@ final class TelemetryBufferTracerTests: XCTestCase {
         struct Declined: Error {}
         let tracer = tracer()
         try? tracer.withSpan("checkout", ofKind: .server) { root in
-            // As Hummingbird's middleware records them: one header value as a string, several as an array.
+            // As Hummingbird's middleware records them (`-` in a header's name as `_`): one value as a string,
+            // several as an array.
             root.attributes["http.request.method"] = "GET"
             root.attributes["url.path"] = "/checkout"
-            root.attributes["http.request.header.user-agent"] = "tests"
+            root.attributes["http.request.header.user_agent"] = "tests"
             root.attributes["http.request.header.accept"] = ["text/plain", "application/json"]
             root.attributes["http.response.header.content-length"] = "2"
             root.attributes["http.response.status_code"] = 200
@@ -275,33 +276,38 @@ final class TelemetryBufferTracerTests: XCTestCase {
         let result = try XCTUnwrap(JSONSerialization.jsonObject(with: printed) as? [String: Any])
         let seen = try XCTUnwrap(result["seen"] as? [String: String])
         for key in ["sentry.op", "sentry.segment.name.source", "exception.type", "exception.message", "db.system.name",
-                    "http.request.header.user-agent", "http.request.header.accept", "messaging.system", "sentry.link.type"] {
+                    "http.request.header.user_agent", "http.request.header.accept", "messaging.system", "sentry.link.type"] {
             XCTAssertNotNil(seen[key], "\(key) was written: \(seen.keys.sorted())")
         }
         XCTAssertEqual(result["problems"] as? [String], [], "seen: \(seen)")
     }
 
-    /// Inside `withSpan` the task's `ActiveTrace` (what logs and metrics carry) is that span's; in a context
-    /// extracted from a request, the caller's trace without a span; outside, there is none.
+    /// Inside `withSpan` the task's `ActiveTrace` (what logs and metrics carry) is that span's (an unsampled
+    /// one's trace only); in a context extracted from a request, the caller's trace without a span;
+    /// outside, there is none.
     func testTheActiveTraceIsTheSpanWithSpanRuns() throws {
         let tracer = tracer()
-        XCTAssertNil(ActiveTrace.ofCurrentTask)
+        XCTAssertNil(ActiveTrace.current)
         tracer.withSpan("outer") { outer in
             let ids = SentrySpanContext.current(in: outer.context)
-            XCTAssertEqual(ActiveTrace.ofCurrentTask?.traceID, ids?.traceID)
-            XCTAssertEqual(ActiveTrace.ofCurrentTask?.spanID, ids?.spanID)
+            XCTAssertEqual(ActiveTrace.current?.traceID, ids?.traceID)
+            XCTAssertEqual(ActiveTrace.current?.spanID, ids?.spanID)
             tracer.withSpan("inner") { inner in
-                XCTAssertEqual(ActiveTrace.ofCurrentTask?.spanID, SentrySpanContext.current(in: inner.context)?.spanID)
-                XCTAssertEqual(ActiveTrace.ofCurrentTask?.traceID, ids?.traceID, "a child of the active span")
+                XCTAssertEqual(ActiveTrace.current?.spanID, SentrySpanContext.current(in: inner.context)?.spanID)
+                XCTAssertEqual(ActiveTrace.current?.traceID, ids?.traceID, "a child of the active span")
             }
             let set = ActiveTrace(traceID: .random())
-            ActiveTrace.$current.withValue(set) { XCTAssertEqual(ActiveTrace.ofCurrentTask, set, "one set by hand wins") }
+            ActiveTrace.withValue(set) { XCTAssertEqual(ActiveTrace.current, set, "one set by hand inside") }
         }
-        XCTAssertNil(ActiveTrace.ofCurrentTask)
+        XCTAssertNil(ActiveTrace.current)
+        // An unsampled trace's spans are never sent: logs and metrics carry the trace, not a span.
+        self.tracer(rate: 0).withSpan("unsampled") { span in
+            XCTAssertEqual(ActiveTrace.current, ActiveTrace(traceID: try! XCTUnwrap(SentrySpanContext.current(in: span.context)).traceID))
+        }
         var context = ServiceContext.topLevel
         tracer.extract(["sentry-trace": "0123456789abcdef0123456789abcdef-0123456789abcdef-1"], into: &context, using: HeaderExtractor())
         ServiceContext.withValue(context) {
-            XCTAssertEqual(ActiveTrace.ofCurrentTask, ActiveTrace(traceID: TraceID("0123456789abcdef0123456789abcdef")!))
+            XCTAssertEqual(ActiveTrace.current, ActiveTrace(traceID: TraceID("0123456789abcdef0123456789abcdef")!))
         }
     }
 
