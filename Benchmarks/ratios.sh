@@ -28,3 +28,28 @@ for kind in spans logs; do
 done
 "$driver" first "$((adds / 30))"
 for threads in 1 2; do "$driver" saturate "$threads" "$seconds"; done
+
+# The battery scenario: a steady rate of typical logs (a process per run; rate 0 is one log), its wake-ups
+# and the bytes it wrote from the process's own counters, its syncs (fsync + fdatasync) counted by strace
+# where it runs, less the run with one log (the buffer's creation and close, which strace counts too).
+battery_seconds=20
+if [ -n "${BENCHMARK_SMOKE:-}" ]; then battery_seconds=0.3; fi
+syncs_of() {
+    local counted
+    counted=$(mktemp)
+    if strace -f -qq -c -e trace=fsync,fdatasync -o "$counted" "$driver" battery "$1" "$battery_seconds" > /dev/null 2>&1; then
+        awk '/total/ { print $4 }' "$counted"
+    else
+        echo "?"
+    fi
+    rm -f "$counted"
+}
+if command -v strace > /dev/null; then one=$(syncs_of 0); else one="?"; fi
+for rate in 0 2 20 200; do
+    line=$("$driver" battery "$rate" "$battery_seconds")
+    if [ "$one" != "?" ] && [ "$rate" != 0 ]; then
+        syncs=$(syncs_of "$rate")
+        line="$line, syncs $(awk -v s="$syncs" -v o="$one" -v t="$battery_seconds" 'BEGIN { printf "%.2f/s", (s - o) / t }')"
+    fi
+    echo "$line"
+done

@@ -11,6 +11,7 @@ import TelemetryBuffer
 //   LoadDriver threads <threads> <pairs> [logs]            one thread against <threads>, rounds alternating
 //   LoadDriver first <count>                               a batch's first add, and its floor
 //   LoadDriver saturate <threads> <seconds>                as fast as possible, at the default limits
+//   LoadDriver battery <logs per second> <seconds>         a steady app's wake-ups and bytes written
 
 /// The typical log of the benchmarks: an 80-character body with a quote, five attributes.
 func makeLog() -> Log { Log(
@@ -362,6 +363,86 @@ func firstAdds(_ count: Int) {
     }
 }
 
+/// Bytes this process had written to the disk (`write_bytes` of /proc/self/io: what reached the block
+/// layer, not what sits in the page cache).
+func writtenBytes() -> Int {
+    guard let io = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8),
+          let line = io.split(separator: "\n").first(where: { $0.hasPrefix("write_bytes:") }) else { return 0 }
+    return Int(line.split(separator: " ").last ?? "0") ?? 0
+}
+
+/// Voluntary context switches of every thread of the process, ended ones included.
+func voluntarySwitches() -> Int {
+    var usage = rusage()
+    #if os(Linux)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    return usage.ru_nvcsw
+}
+
+/// A steady app (the issue's battery scenario): `rate` typical logs a second for `seconds` (rate 0: one log
+/// at the start), each added at its deadline by a caller asleep in between; DoubleRotatingBuffer, defaults.
+/// Prints, over that window: wake-ups (the process's voluntary context switches less the caller's own
+/// sleeps) and the bytes written to the disk (less what the page cache still holds: the window ends with
+/// the disk's dirty data written back, `sync`), over the logs' JSON bytes. Run it under
+/// `strace -f -c -e trace=fsync,fdatasync` for the syncs (ratios.sh does); the buffer's creation and close
+/// are outside the window, not outside strace's count: less a run with rate 0.
+func battery(perSecond rate: Double, seconds: Double) {
+    let buffer = makeBuffer(.doubleRotatingBuffer)
+    // What creating the buffer started (recovery off the creating thread) is done before the window.
+    buffer.flush()
+    sync()
+    let switches = voluntarySwitches(), bytes = writtenBytes(), start = now()
+    let count = rate > 0 ? Int((rate * seconds).rounded()) : 1
+    var sleeps = 0
+    func sleep(until deadline: UInt64) {
+        let current = now()
+        guard deadline > current else { return }
+        var time = timespec(tv_sec: Int((deadline - current) / 1_000_000_000), tv_nsec: Int((deadline - current) % 1_000_000_000))
+        nanosleep(&time, nil)
+        sleeps += 1
+    }
+    for index in 0..<count {
+        sleep(until: start + UInt64(Double(index) / max(rate, 1) * 1e9))
+        buffer.add(log: typicalLog)
+    }
+    sleep(until: start + UInt64(seconds * 1e9))
+    let wakeUps = voluntarySwitches() - switches - sleeps
+    // With BATTERY_THREADS set: each live thread's voluntary switches since it started, by name.
+    if ProcessInfo.processInfo.environment["BATTERY_THREADS"] != nil {
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
+            let name = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? "?"
+            let status = (try? String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches") } ?? ""
+            print("  thread \(task) \(name.trimmingCharacters(in: .whitespacesAndNewlines)): \(line.split(separator: "\t").last ?? "")")
+        }
+    }
+    // What the buffer wrote in the window reaches the disk now (the kernel's writeback would, later).
+    sync()
+    let written = writtenBytes() - bytes
+    buffer.close()
+    // The logs' JSON bytes, from the envelopes: each log item's payload is `{"items":[…]}`, logs joined by commas.
+    var logBytes = 0, logs = 0
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path)) ?? [] {
+        guard let data = FileManager.default.contents(atPath: buffer.envelopesDirectory.appendingPathComponent(name).path) else { continue }
+        let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        var index = 1
+        while index + 1 < lines.count {
+            if let header = try? JSONSerialization.jsonObject(with: Data(lines[index])) as? [String: Any],
+               header["type"] as? String == "log", let items = header["item_count"] as? Int, let length = header["length"] as? Int {
+                logs += items
+                logBytes += length - 12 - (items - 1)
+            }
+            index += 2
+        }
+    }
+    let perLog = logs > 0 ? Double(logBytes) / Double(logs) : 0
+    print(String(format: "battery %g logs/s for %g s: %d logs, wake-ups %.1f/s, bytes written %d = %.2f× the logs' JSON (%.0f bytes each)",
+                 rate, seconds, count, Double(wakeUps) / seconds, written, Double(written) / max(1, Double(count) * perLog), perLog))
+}
+
 let arguments = CommandLine.arguments.dropFirst()
 switch arguments.first {
 case "rate":
@@ -378,8 +459,11 @@ case "first":
 case "saturate":
     let values = Array(arguments.dropFirst())
     saturate(Int(values[0])!, seconds: Double(values[1])!)
+case "battery":
+    let values = Array(arguments.dropFirst())
+    battery(perSecond: Double(values[0])!, seconds: Double(values[1])!)
 default:
-    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <pairs> [logs] | first <count> | saturate <n> <seconds>")
+    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <pairs> [logs] | first <count> | saturate <n> <seconds> | battery <logs/s> <seconds>")
     exit(2)
 }
 // The folders this run made go into the benchmarks' trash, not deleted (see `trash` in the benchmarks):

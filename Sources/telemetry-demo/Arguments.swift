@@ -11,8 +11,8 @@ struct Arguments {
         usage: telemetry-demo                      a short tour in a temporary folder
                telemetry-demo stress  --dir D [--dsn DSN] [--strategy S] [--count N] [--spans] [--metrics] [--no-close]
                                       [--exit-holding] [--max-envelopes N] [--exhaust-descriptors] [--remove-at N]
-                                      [--threads T] [--pace-us N]
-               telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N]
+                                      [--threads T] [--pace-us N] [--io-sync-ms N]
+               telemetry-demo recover --dir D [--dsn DSN] [--strategy S] [--max-envelopes N] [--io-sync-ms N]
                telemetry-demo inspect --dir D
                telemetry-demo upload  --dir D --dsn DSN [--timeout S]
                telemetry-demo crash   --kind K [--dir D] [--strategy S] [--after N] [--spans] [--metrics]
@@ -20,7 +20,7 @@ struct Arguments {
                                       [--when-held] [--survive-first [--then-pace-us N]] [--fork-child] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
                                       [--helpers H] [--crash-while-crashing] [--survive-then-register]
-                                      [--reporter before|after]
+                                      [--reporter before|after] [--io-sync-ms N]
         crash kinds: segv abort fatal unwrap overflow index stack thread bus sent-segv kill term
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
         """

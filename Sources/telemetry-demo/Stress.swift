@@ -8,7 +8,8 @@ import TelemetryBuffer
 /// (with --no-close it just returns from main: the graceful-exit hook must forward the items; with
 /// --exit-holding it calls `exit(0)` while it still holds the buffer, as an app does that never closes it;
 /// after `close()`, it prints `lost-counted=<n>` if the buffer counted items as lost).
-/// With --pace-us N it waits N µs after each item (the IO caches keep up with the lists then, as in an app). With
+/// With --pace-us N it waits N µs after each item (with a short --io-sync-ms, the IO caches keep up with the
+/// lists then, as in an app). With
 /// --exhaust-descriptors, no file descriptor is left once the buffer exists. With --remove-at N, it calls
 /// `removeAllData()` before adding item N and prints `removed` once that returned. With --threads T, T
 /// threads add at once, thread t the items t, t+T, t+2T… (each prints its own lines, in its order; no

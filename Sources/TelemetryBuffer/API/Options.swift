@@ -14,7 +14,7 @@ extension TelemetryBuffer {
             case fileStreamCache
             /// Each item is copied into a memory-mapped crash-safe list (survives any death of the process,
             /// `kill -9` included) and mirrored to a file in the background (`fdatasync`ed every
-            /// `ioSyncInterval`, against power loss). The default.
+            /// `ioSyncInterval` while items arrive, against power loss). The default.
             case doubleRotatingBuffer
         }
 
@@ -39,9 +39,12 @@ extension TelemetryBuffer {
         /// Buffered bytes (framed) that trigger a forward; also bounds every envelope's item payload;
         /// 4 KiB...1 MiB. A single item larger than this is rejected.
         public var maxBatchBytes = 1 << 20
-        /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed: the window of
-        /// items a power loss can take; in [0.001, 10] seconds.
-        public var ioSyncInterval: TimeInterval = 0.1
+        /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed while new items
+        /// arrive (a phone pays for each sync): the window of items a power loss can take, five times as long
+        /// in Low Power Mode. (A SIGKILL takes none: the mapped lists hold them; with `listsInMemory`, the
+        /// copy is written at least every 100 ms, the window a SIGKILL can take.) In [0.001, 10] seconds;
+        /// default 1.
+        public var ioSyncInterval: TimeInterval = 1
         /// Envelopes kept on disk; storing one more evicts the least important: the lowest highest log
         /// level (a span envelope counts as `info`), the oldest of those (`cache_overflow`). The envelope
         /// under upload is neither counted nor evicted, even if a more important one goes instead. At least 1.

@@ -56,9 +56,12 @@ public final class TelemetryBuffer: Sendable {
     /// `add` still makes no syscall (its copy is made under the lock, as on Apple platforms); a detected
     /// crash still stores every item exactly once (the crash handler writes the lists out, if
     /// `Options.crashDetection` is on and the disk has room), but a SIGKILL loses what the IO caches had not
-    /// copied yet: what arrived in the last `ioSyncInterval` (or so, the caches' sync taking its time). A
+    /// copied yet: what arrived in the last `ioSyncInterval` or 100 ms, whichever is shorter (or so, the
+    /// caches' sync taking its time). A
     /// warning diagnostic says so at creation. `false` for the other strategies, and before the first unlock.
-    public var listsInMemory: Bool { (opened?.strategy as? DoubleRotatingBuffer)?.listsInMemory ?? false }
+    public var listsInMemory: Bool { doubleRotatingBuffer?.listsInMemory ?? false }
+    /// The folder's DoubleRotatingBuffer, if that is the strategy and the folder is open.
+    var doubleRotatingBuffer: DoubleRotatingBuffer? { opened?.strategy as? DoubleRotatingBuffer }
     /// Rate limits, and the server's refusal of the DSN (401, 403, 404), checked by every add.
     private let limits: RateLimits
     /// Left once start-up recovery is done; `recovered` holds its report.
@@ -561,8 +564,9 @@ public final class TelemetryBuffer: Sendable {
         opened?.uploader?.resume()
     }
 
-    /// Forwards everything buffered to the transport and returns once it is stored (durable on disk with
-    /// the default transport).
+    /// Forwards everything buffered to the transport and returns once it is stored (on disk with the
+    /// default transport: safe from any death of the process; the DoubleRotatingBuffer makes it durable
+    /// against power loss off the wait, within `ioSyncInterval`).
     public func flush() {
         onQueue { scheduler.forwardEverything() }
     }

@@ -18,12 +18,12 @@ final class UnsyncedFiles: @unchecked Sendable {
     /// Takes over `fd`, a file just created in the folder.
     func append(_ fd: FileDescriptor, path: String) { files.append((fd, path)) }
 
-    /// `fsync`s every file, then the folder; closes the files.
-    func sync() throws {
+    /// `fsync`s every file, then the folder (unless its caller syncs it once for several); closes the files.
+    func sync(withFolder: Bool = true) throws {
         for file in files {
             guard file.fd.durableSync() == 0 else { throw FileSystem.error("fsync", file.path) }
         }
-        try folder.sync()
+        if withFolder { try folder.sync() }
         for file in files { file.fd.close() }
         files = []
     }

@@ -46,6 +46,9 @@ final class AsyncIOCache {
         return fd
     }
 
+    /// Record bytes of the list written to the file so far, every lane.
+    var mirroredBytes: Int { mirrored.reduce(0, +) }
+
     /// Appends the list's records committed since the last call; returns whether it wrote anything.
     @discardableResult
     func catchUp(with list: RecordRegion) throws -> Bool {

@@ -10,8 +10,9 @@ struct EncodedItem {
 /// What became of an item handed to a strategy.
 enum AppendOutcome: Equatable {
     /// The strategy holds the item. `startTimer`: it is the first item of a batch, so the flush timer
-    /// starts; `forwardNow`: a batch reached a limit (or the regions rotated), so that batch should be
-    /// forwarded now.
+    /// starts, or the first since the strategy's background copy went idle, so it starts again
+    /// (`batchStarted`); `forwardNow`: a batch reached a limit (or the regions rotated), so that batch
+    /// should be forwarded now.
     case accepted(startTimer: Bool, forwardNow: Bool)
     /// The item was dropped; the caller counts it for `reason`.
     case rejected(DiscardReason)
@@ -39,8 +40,9 @@ enum AppendOutcome: Equatable {
 protocol BufferStrategy: AnyObject, Sendable {
     /// Takes a copy of the item, or rejects it. Calling thread; no I/O, no allocation.
     func append(_ item: EncodedItem) -> AppendOutcome
-    /// A batch has begun (its first item was accepted). Background queue, soon after that `add`: work to
-    /// start per batch is started here, so that `add` wakes one queue, not two.
+    /// A batch has begun (its first item was accepted), or an item arrived after the strategy's background
+    /// copy went idle. Background queue, soon after that `add`: work to start for new items is started
+    /// here, so that `add` wakes one queue, not two.
     func batchStarted()
     /// Publishes held items as envelopes and returns once the transport has them: everything held when
     /// it began (`everything`), or only the batches that are due: one swapped out full, and one that

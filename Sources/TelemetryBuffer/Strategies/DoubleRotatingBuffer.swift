@@ -8,24 +8,28 @@ import Foundation
 ///   process from that moment, SIGKILL included. No syscall (unless its commit waits for another
 ///   thread's earlier record while that thread is not running, see `RecordRegion.commit`).
 /// * A serial IO queue copies what the active list committed into its `async-io-cache-N` with one `write`
-///   per lane and `fdatasync`s it every `ioSyncInterval`: the guard against power loss.
+///   per lane and `fdatasync`s it every `ioSyncInterval` (five times that in Low Power Mode) while new
+///   items arrive: the guard against power loss. A run that finds nothing new stops the timer; the next
+///   item starts it again (`RotatingRegions.idleCopy`), so a buffer whose items wait for their batch does
+///   not wake.
 /// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its
 ///   header is marked `publishing` with the staged envelope range, the envelopes are written as
 ///   `envelope-x`, the marker turns `captured`, the IO cache is renamed `awaiting-sync-x` (an empty
 ///   `spare-x`, or a new file, takes its place), the list is reset, and the envelopes move into
 ///   `envelopes/`. The forward returns there: the envelopes are safe from the death of the process. A sync
 ///   queue then `fsync`s them and both folders and empties `awaiting-sync-x`, which kept their items
-///   durable against power loss until then, into a spare.
+///   durable against power loss until then, into a spare: at once, or, within `ioSyncInterval` of the
+///   last sync, at the end of that interval, taking every publication since (at most `maxUnsynced` wait).
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
 ///   (`buffer_overflow`), the caller never waits.
 ///
 /// Where a store into a mapped page may ask the file system for new space (btrfs, ZFS, overlayfs, FUSE,
 /// network volumes: see `MappedFile`), the lists are in **anonymous memory** instead, as Sentry's spec
 /// describes the strategy (`listsInMemory`): `add` still copies into memory without a syscall, the IO
-/// caches are written as above, and on a detected crash the handler claims both lists and writes them
+/// caches are written as above but at least every 100 ms (they are then what a SIGKILL leaves), and on a detected crash the handler claims both lists and writes them
 /// out as `detected-termination-x` (as FlushAll's regions), so recovery reads the caches and those files
 /// and deduplicates by item ID. Exactly once across detected crashes at any moment; across SIGKILL,
-/// everything but what arrived in the last `ioSyncInterval` (the caches' copy), never a duplicate: before
+/// everything but what arrived in the last 100 ms at most (the caches' copy), never a duplicate: before
 /// a list's envelopes are staged its cache is brought up to date, so a staged envelope a kill left
 /// behind holds only items the cache holds too, and recovery drops it for them.
 ///
@@ -56,9 +60,18 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         var envelopes: [UnsyncedFiles] = []
         var copies: [String] = []
         var spares: [String] = []
+        /// The sync queued for a moment to come (`forward`), by number: a sync that runs before it takes its
+        /// publications, and it then finds itself superseded and does nothing.
+        var scheduled: UInt64?
+        var lastScheduled: UInt64 = 0
+        /// When the last sync began (monotonic).
+        var lastSync: DispatchTime?
+        /// Syncs of publications so far (a battery pays for each).
+        var rounds = 0
     }
     private let unsynced: Locked<Unsynced>
-    /// A forward that leaves more unsynced publications than this waits for their sync, so that the
+    /// A forward that leaves more unsynced publications than this has them synced at once rather than at
+    /// the end of the interval; one that leaves more than twice as many waits for their sync, so that the
     /// copies, the open files and the disk's backlog stay bounded when forwards outpace the disk.
     private static let maxUnsynced = 4
     /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got.
@@ -76,9 +89,14 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let ioTimer: DispatchSourceTimer
     /// Wakes `io` for a new batch, from the background queue (`batchStarted`), so `add` wakes one queue.
     private let ioWake: DispatchSourceUserDataOr
-    private let ioInterval: DispatchTimeInterval, ioLeeway: DispatchTimeInterval
-    /// Touched only on `io`.
-    private var ioArmed = false
+    /// `Options.ioSyncInterval`.
+    private let ioSyncInterval: Double
+    /// The least time between two syncs of publications: `ioSyncInterval`.
+    private let syncInterval: DispatchTimeInterval
+    /// Whether the IO timer runs, and its period. Touched only on `io`.
+    private var ioArmed = false, ioPeriod = 0.0
+    /// When the IO caches were last synced. Touched only on `io`.
+    private var cachesSynced = DispatchTime.now()
 
     /// Maps the lists, or with `listsInMemory` keeps them in anonymous memory. Mapping throws
     /// `MappedFile.WritesCanFault` where a store into a mapped page may ask for new space.
@@ -102,8 +120,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         regions = RotatingRegions(lists[0], lists[1], limits: batcher.limits, claimable: listsInMemory)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
-        ioInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
-        ioLeeway = .microseconds(Int((ioSyncInterval * 100_000).rounded()))
+        self.ioSyncInterval = ioSyncInterval
+        syncInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
         ioTimer = DispatchSource.makeTimerSource(queue: io)
         ioWake = DispatchSource.makeUserDataOrSource(queue: io)
         ioTimer.schedule(deadline: .distantFuture)
@@ -123,35 +141,60 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// Starts the IO cache's copying for the batch (from the background queue, not from `add`).
     func batchStarted() { ioWake.or(data: 1) }
 
-    /// IO queue: starts copying the active list every `ioSyncInterval`.
+    /// Seconds between two syncs of the IO caches: `ioSyncInterval`, five times that in Low Power Mode.
+    private var syncPeriod: Double { ioSyncInterval * (LowPowerMode.isEnabled ? 5 : 1) }
+
+    /// Seconds between two runs of the IO timer: the sync period; for lists in memory at most 100 ms, since
+    /// their caches are what a SIGKILL leaves (they are written each run, synced each sync period).
+    private var copyPeriod: Double { listsInMemory ? min(syncPeriod, 0.1) : syncPeriod }
+
+    /// IO queue: starts the IO timer (`copyPeriod`).
     private func armMirror() {
         dispatchPrecondition(condition: .onQueue(io))
         guard !ioArmed else { return }
         ioArmed = true
-        // A tenth of the interval as leeway, so that the system can coalesce the wake-ups with others.
-        ioTimer.schedule(deadline: .now() + ioInterval, repeating: ioInterval, leeway: ioLeeway)
+        scheduleMirror(every: copyPeriod)
     }
 
-    /// IO queue: copies the active list's new records into its cache and makes them durable; stops the
-    /// timer once there is nothing left to copy. Lists in memory: the other list too, while it waits to be
-    /// published (its last records would otherwise be in no file until the forward starts), but not once
-    /// its cache is retired (the fresh cache would take the published records).
+    private func scheduleMirror(every seconds: Double) {
+        ioPeriod = seconds
+        let interval = DispatchTimeInterval.microseconds(Int((seconds * 1_000_000).rounded()))
+        // A tenth of the interval as leeway, so that the system can coalesce the wake-ups with others.
+        ioTimer.schedule(deadline: .now() + interval, repeating: interval,
+                         leeway: .microseconds(Int((seconds * 100_000).rounded())))
+    }
+
+    /// IO queue: copies the active list's new records into its cache, and makes them durable every sync
+    /// period; stops the timer once a run finds nothing new and the cache holds every record reserved in
+    /// the list (synced first; the next item starts it again). Lists in memory: the other list too, while
+    /// it waits to be published (its last records would otherwise be in no file until the forward starts),
+    /// but not once its cache is retired (the fresh cache would take the published records); the timer
+    /// runs until it is published. A change of Low Power Mode takes effect at the next run.
     private func mirror() {
         dispatchPrecondition(condition: .onQueue(io))
+        mirrors += 1
         let (index, otherPending) = regions.activeAndPending
         do {
             // The older list first: a kill or a failure in between then loses only newer items.
             var wrote = false
             if listsInMemory, otherPending, !retiredUnreset.contains(index ^ 1) {
                 wrote = try caches[index ^ 1].catchUp(with: lists[index ^ 1])
-                try caches[index ^ 1].sync()
             }
             wrote = try caches[index].catchUp(with: lists[index]) || wrote
-            try caches[index].sync()
+            let idle = !wrote && !(listsInMemory && otherPending) && regions.idleCopy(of: index, copied: caches[index].mirroredBytes)
+            // Due within half a run: a run that comes a little early still syncs.
+            let now = DispatchTime.now()
+            if idle || now.uptimeNanoseconds + UInt64(ioPeriod * 5e8) >= cachesSynced.uptimeNanoseconds + UInt64(syncPeriod * 1e9) {
+                try caches[index ^ 1].sync()
+                try caches[index].sync()
+                cachesSynced = now
+            }
             mirrorFailed = false
-            if !wrote, lists[index].recordBytes == 0 {
+            if idle {
                 ioArmed = false
                 ioTimer.schedule(deadline: .distantFuture)
+            } else if copyPeriod != ioPeriod {
+                scheduleMirror(every: copyPeriod)
             }
         } catch {
             // Once per run of failures (a full disk fails every interval).
@@ -162,6 +205,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                 : "async IO cache: \(error); the crash-safe list still holds the items")
         }
     }
+
+    /// How many times the IO timer fired (a battery costs each): touched only on `io`, read by `mirrorRuns`.
+    private var mirrors = 0
+    /// How many times the IO timer fired.
+    var mirrorRuns: Int { io.sync { mirrors } }
 
     /// Whether the last copy into an IO cache failed. Touched only on `io`.
     private var mirrorFailed = false
@@ -188,31 +236,47 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             if listsInMemory { io.async { [index = batch.index] in self.retiredUnreset.remove(index) } }
         })
         guard !published.isEmpty else { return failure }
-        let waiting = unsynced.withLock { unsynced in
+        // At most one sync per `ioSyncInterval` (a phone pays for each): a publication right after another
+        // waits for the next, which takes both (their copies keep their items durable meanwhile).
+        let (waiting, round) = unsynced.withLock { unsynced -> (Int, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.map(\.copy)
-            return unsynced.copies.count
+            guard unsynced.scheduled == nil else { return (unsynced.copies.count, nil) }
+            unsynced.lastScheduled &+= 1
+            unsynced.scheduled = unsynced.lastScheduled
+            return (unsynced.copies.count, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + syncInterval } ?? .now()))
         }
-        syncs.async { self.syncPublished() }
-        if waiting > Self.maxUnsynced { syncs.sync {} }
+        if waiting > 2 * Self.maxUnsynced {
+            syncs.sync { syncPublished() }
+        } else if waiting > Self.maxUnsynced {
+            syncs.async { self.syncPublished() }
+        } else if let round {
+            // Weak: `close()`, which every buffer's end reaches, syncs what is left.
+            syncs.asyncAfter(deadline: max(round.at, .now())) { [weak self] in self?.syncPublished(round: round.number) }
+        }
         return failure
     }
 
     /// Sync queue: makes every published envelope durable, then empties the copies that kept their
-    /// items and keeps them as spares.
-    private func syncPublished() {
+    /// items and keeps them as spares. A `round` queued for later does nothing once a sync ran before it.
+    private func syncPublished(round: UInt64? = nil) {
         dispatchPrecondition(condition: .onQueue(syncs))
-        let (envelopes, copies) = unsynced.withLock { unsynced in
-            defer { (unsynced.envelopes, unsynced.copies) = ([], []) }
+        let (envelopes, copies) = unsynced.withLock { unsynced -> ([UnsyncedFiles], [String]) in
+            if let round, unsynced.scheduled != round { return ([], []) }
+            defer { (unsynced.envelopes, unsynced.copies, unsynced.scheduled) = ([], [], nil) }
             return (unsynced.envelopes, unsynced.copies)
         }
         guard !copies.isEmpty else { return }
+        unsynced.withLock { unsynced in
+            unsynced.lastSync = .now()
+            unsynced.rounds += 1
+        }
         Failpoint.publishUnsynced.hit()
         do {
             try Failpoint.syncFails.failIfArmed("fsync", folder.path)
-            for files in envelopes { try files.sync() }
+            for files in envelopes { try files.sync(withFolder: false) }
             try outbox.syncAdopted()
-            try folder.sync()  // the IO caches' new names (`awaiting-sync-x`)
+            try folder.sync()  // the staged envelopes gone and the IO caches' new names (`awaiting-sync-x`)
             for copy in copies {
                 guard case .awaitingSync(let number) = BufferFile(name: copy) else { continue }
                 let spare = BufferFile.spare(number).name
@@ -297,14 +361,20 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         return BufferFile.awaitingSync(number).name
     }
 
-    /// Waits for the deferred sync of what was published (`syncPublished`).
-    func awaitDurable() { syncs.sync {} }
+    /// How many times publications were synced.
+    var publicationSyncs: Int { unsynced.withLock { $0.rounds } }
 
-    /// Forwards both lists and waits for their sync.
+    /// Returns once the syncs queued so far have run (not those that wait for their moment).
+    func drainQueuedSyncs() { syncs.sync {} }
+
+    /// Syncs what was published now, rather than at the sync to come (`syncPublished`).
+    func awaitDurable() { syncs.sync { syncPublished() } }
+
+    /// Forwards both lists and syncs them.
     func close() {
         regions.close()
         forward(everything: true)
-        syncs.sync {}
+        syncs.sync { syncPublished() }
         io.sync { ioTimer.schedule(deadline: .distantFuture) }
     }
 
@@ -313,7 +383,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// zeroes the lists past their records (a forward leaves the published items' bytes there) and writes
     /// them to disk.
     func scrub() throws {
-        syncs.sync {}
+        syncs.sync { syncPublished() }
         try io.sync { for cache in caches { try cache.syncFile() } }
         try folder.sync(unsynced.withLock { $0.spares })
         regions.zeroUnused()

@@ -35,6 +35,9 @@ final class RotatingRegions: @unchecked Sendable {
         private var activeRegion: UInt8 = 0
         /// The inactive region holds records that are not yet forwarded.
         var pending = false
+        /// The strategy's background copy of the active region caught up and stopped (`idleCopy`): the
+        /// next append asks for it to start again.
+        var copyIdle = false
         var closed = false
         /// The next item's sequence (see `ItemID`).
         var sequence: UInt64 = 0
@@ -148,7 +151,9 @@ final class RotatingRegions: @unchecked Sendable {
         state.sequence &+= 1
         state.setLength(active, lane: lane, offset + RecordFraming.recordHeaderSize + item.payload.count)
         let limitReached = state.tally(active) { $0.count(item.category, limits: limits) }
-        return .accepted(startTimer: empty, forwardNow: rotated || limitReached)
+        let wake = empty || state.copyIdle
+        state.copyIdle = false
+        return .accepted(startTimer: wake, forwardNow: rotated || limitReached)
     }
 
     /// Writes `item`'s record at its reserved place and commits it.
@@ -276,6 +281,18 @@ final class RotatingRegions: @unchecked Sendable {
 
     /// The region callers append to now.
     var activeIndex: Int { state.withLock { $0.active } }
+
+    /// Marks the background copy of region `index` idle if it holds every byte reserved there (`copied`)
+    /// and the region is still the active one: the next append then returns `startTimer`, so the copy
+    /// starts again for new records only, instead of polling. Under the lock, so no append falls between
+    /// the check and the mark; returns whether it marked.
+    func idleCopy(of index: Int, copied: Int) -> Bool {
+        state.withLock { state in
+            guard state.active == index, state.length(index) == copied else { return false }
+            state.copyIdle = true
+            return true
+        }
+    }
 
     /// The region callers append to now, and whether the other one waits to be forwarded (it is then the
     /// older of the two), read together.

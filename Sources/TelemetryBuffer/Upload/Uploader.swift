@@ -317,14 +317,7 @@ final class Uploader: @unchecked Sendable {
 
     /// `options.pacing`, spaced out ten times (and to at least 1 s) while the device is in Low Power Mode.
     private var pacing: Double {
-        Self.isLowPowerModeEnabled ? max(options.pacing * 10, 1) : options.pacing
-    }
-
-    private static var isLowPowerModeEnabled: Bool {
-        #if canImport(Darwin)
-        if #available(macOS 12.0, watchOS 9.0, *) { return ProcessInfo.processInfo.isLowPowerModeEnabled }
-        #endif
-        return false
+        LowPowerMode.isEnabled ? max(options.pacing * 10, 1) : options.pacing
     }
 
     private func restore(_ report: ClientReport?) {

@@ -141,7 +141,11 @@ enum Demo {
                     deadline: TimeInterval = 120, program: URL = executable) throws -> Run {
         let process = Process()
         process.executableURL = program
-        process.arguments = arguments
+        // A run lasts a second or so: the IO caches copy the lists every 10 ms (`ioSyncInterval`) so that
+        // their copies hold the lists' items when forwards retire them, as in an app that runs for minutes
+        // at the default 1 s.
+        let opensABuffer = program == executable && ["stress", "recover", "crash"].contains(arguments.first ?? "")
+        process.arguments = arguments + (opensABuffer && !arguments.contains("--io-sync-ms") ? ["--io-sync-ms", "10"] : [])
         var environment = ProcessInfo.processInfo.environment
         let armed = [failpoint.map { "\($0.rawValue):\(action.rawValue)" }, failing?.rawValue].compactMap { $0 }
         environment["TELEMETRY_BUFFER_FAILPOINT"] = armed.isEmpty ? nil : armed.joined(separator: ",")

@@ -58,7 +58,7 @@ final class KillTests: XCTestCase {
     /// The DoubleRotatingBuffer with its lists in memory (failpoint `mapping.faults`, as on btrfs or
     /// overlayfs), three threads adding, killed at a random moment spanning several forwards: nothing is
     /// delivered twice, and what is lost is the last items of each thread, which the IO caches had not
-    /// copied yet (at most the last `ioSyncInterval`'s).
+    /// copied yet (at most the last 100 ms's, here 10 ms: the demo's `--io-sync-ms`).
     func testKillsWithListsInMemoryLoseOnlyTheLastItemsAndDuplicateNothing() throws {
         var generator = SystemRandomNumberGenerator()
         for run in 0..<max(2, Self.runs / 2) {

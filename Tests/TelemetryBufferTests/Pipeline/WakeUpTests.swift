@@ -1,0 +1,58 @@
+import Foundation
+@testable import TelemetryBuffer
+import XCTest
+
+/// A phone pays for every wake-up: the buffer's background work wakes for new work only.
+final class WakeUpTests: XCTestCase {
+    /// The DoubleRotatingBuffer's IO cache copies the active list on a timer that stops once a run finds
+    /// nothing new, though the items wait for their batch's forward; the next item starts it again.
+    func testTheIOCacheTimerStopsWhenNothingNewArrives() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = try TelemetryBuffer(options: testOptions(folder) {
+            $0.strategy = .doubleRotatingBuffer
+            $0.ioSyncInterval = 0.002
+            $0.flushInterval = 30  // the batch waits throughout
+        })
+        let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
+        let cache = try folder.makeBufferFolder() + "/async-io-cache-1"
+        func cacheSize() throws -> Int { try XCTUnwrap(FileManager.default.attributesOfItem(atPath: cache)[.size] as? Int) }
+        let empty = try cacheSize()
+        XCTAssertTrue(buffer.add(log: .test("first")))
+        try eventually { try cacheSize() > empty }
+        let copied = try cacheSize(), runs = list.mirrorRuns
+        // A hundred intervals with nothing new.
+        usleep(200_000)
+        XCTAssertLessThanOrEqual(list.mirrorRuns - runs, 2, "the timer stopped once a run found nothing new")
+        XCTAssertTrue(buffer.add(log: .test("second")))
+        try eventually { try cacheSize() > copied }
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["first", "second"])
+    }
+
+    /// Publications that follow each other within `ioSyncInterval` are synced together (each sync costs a
+    /// phone a wake-up and the drive a flush): the first at once, the next ones at the end of the
+    /// interval, or when `close()` (or a durable flush) asks.
+    func testPublicationsWithinAnIntervalAreSyncedTogether() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = try TelemetryBuffer(options: testOptions(folder) {
+            $0.strategy = .doubleRotatingBuffer
+            $0.ioSyncInterval = 10
+        })
+        let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
+        XCTAssertTrue(buffer.add(log: .test("0")))
+        buffer.flush()
+        list.drainQueuedSyncs()
+        XCTAssertEqual(list.publicationSyncs, 1, "the first at once")
+        for index in 1..<3 {
+            XCTAssertTrue(buffer.add(log: .test("\(index)")))
+            buffer.flush()
+        }
+        list.drainQueuedSyncs()
+        XCTAssertEqual(list.publicationSyncs, 1, "the second and third wait for the end of the interval")
+        buffer.close()
+        XCTAssertEqual(list.publicationSyncs, 2, "close() synced them together")
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2"])
+    }
+}
