@@ -56,8 +56,7 @@ public final class TelemetryBuffer: Sendable {
     /// `add` still makes no syscall (its copy is made under the lock, as on Apple platforms); a detected
     /// crash still stores every item exactly once (the crash handler writes the lists out, if
     /// `Options.crashDetection` is on and the disk has room), but a SIGKILL loses what the IO caches had not
-    /// copied yet: what arrived in the last `ioSyncInterval` or 100 ms, whichever is shorter (or so, the
-    /// caches' sync taking its time). A
+    /// copied yet: what arrived in the last 100 ms at most (or so, the copy taking its time). A
     /// warning diagnostic says so at creation. `false` for the other strategies, and before the first unlock.
     public var listsInMemory: Bool { doubleRotatingBuffer?.listsInMemory ?? false }
     /// The folder's DoubleRotatingBuffer, if that is the strategy and the folder is open.

@@ -43,8 +43,8 @@ final class FlushScheduler: @unchecked Sendable {
         wake.resume()
     }
 
-    /// Called from `add` for the first item of a batch or at a limit: an atomic OR, and a semaphore signal
-    /// if no wake-up was pending. No allocation.
+    /// Called from `add` for the first item of a batch, the first since the strategy's background copy went
+    /// idle, or at a limit: an atomic OR, and a semaphore signal if no wake-up was pending. No allocation.
     func notify(startTimer: Bool, forwardNow: Bool) {
         doorbell.ring((startTimer ? Self.startTimer : 0) | (forwardNow ? Self.forwardNow : 0))
     }

@@ -19,16 +19,17 @@ import Foundation
 ///   `envelopes/`. The forward returns there: the envelopes are safe from the death of the process. A sync
 ///   queue then `fsync`s them and both folders and empties `awaiting-sync-x`, which kept their items
 ///   durable against power loss until then, into a spare: at once, or, within `ioSyncInterval` of the
-///   last sync, at the end of that interval, taking every publication since (at most `maxUnsynced` wait).
+///   last sync, at the end of that interval, taking every publication since (sooner when more than
+///   `maxUnsynced` wait).
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
 ///   (`buffer_overflow`), the caller never waits.
 ///
 /// Where a store into a mapped page may ask the file system for new space (btrfs, ZFS, overlayfs, FUSE,
 /// network volumes: see `MappedFile`), the lists are in **anonymous memory** instead, as Sentry's spec
 /// describes the strategy (`listsInMemory`): `add` still copies into memory without a syscall, the IO
-/// caches are written as above but at least every 100 ms (they are then what a SIGKILL leaves), and on a detected crash the handler claims both lists and writes them
-/// out as `detected-termination-x` (as FlushAll's regions), so recovery reads the caches and those files
-/// and deduplicates by item ID. Exactly once across detected crashes at any moment; across SIGKILL,
+/// caches are written as above but at least every 100 ms (they are then what a SIGKILL leaves), and on
+/// a detected crash the handler claims both lists and writes them out as `detected-termination-x` (as
+/// FlushAll's regions), so recovery reads the caches and those files and deduplicates by item ID. Exactly once across detected crashes at any moment; across SIGKILL,
 /// everything but what arrived in the last 100 ms at most (the caches' copy), never a duplicate: before
 /// a list's envelopes are staged its cache is brought up to date, so a staged envelope a kill left
 /// behind holds only items the cache holds too, and recovery drops it for them.
@@ -63,6 +64,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         /// The sync queued for a moment to come (`forward`), by number: a sync that runs before it takes its
         /// publications, and it then finds itself superseded and does nothing.
         var scheduled: UInt64?
+        /// The number the last scheduled sync took.
         var lastScheduled: UInt64 = 0
         /// When the last sync began (monotonic).
         var lastSync: DispatchTime?
@@ -91,8 +93,6 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let ioWake: DispatchSourceUserDataOr
     /// `Options.ioSyncInterval`.
     private let ioSyncInterval: Double
-    /// The least time between two syncs of publications: `ioSyncInterval`.
-    private let syncInterval: DispatchTimeInterval
     /// Whether the IO timer runs, and its period. Touched only on `io`.
     private var ioArmed = false, ioPeriod = 0.0
     /// When the IO caches were last synced. Touched only on `io`.
@@ -121,7 +121,6 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
         self.ioSyncInterval = ioSyncInterval
-        syncInterval = .microseconds(Int((ioSyncInterval * 1_000_000).rounded()))
         ioTimer = DispatchSource.makeTimerSource(queue: io)
         ioWake = DispatchSource.makeUserDataOrSource(queue: io)
         ioTimer.schedule(deadline: .distantFuture)
@@ -141,7 +140,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// Starts the IO cache's copying for the batch (from the background queue, not from `add`).
     func batchStarted() { ioWake.or(data: 1) }
 
-    /// Seconds between two syncs of the IO caches: `ioSyncInterval`, five times that in Low Power Mode.
+    /// Seconds between two syncs of the IO caches, and between two of publications: `ioSyncInterval`, five
+    /// times that in Low Power Mode.
     private var syncPeriod: Double { ioSyncInterval * (LowPowerMode.isEnabled ? 5 : 1) }
 
     /// Seconds between two runs of the IO timer: the sync period; for lists in memory at most 100 ms, since
@@ -236,15 +236,17 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             if listsInMemory { io.async { [index = batch.index] in self.retiredUnreset.remove(index) } }
         })
         guard !published.isEmpty else { return failure }
-        // At most one sync per `ioSyncInterval` (a phone pays for each): a publication right after another
-        // waits for the next, which takes both (their copies keep their items durable meanwhile).
+        // At most one sync per sync period (`ioSyncInterval`, 5× in Low Power Mode; a phone pays for each): a
+        // publication right after another waits for the next, which takes both (their copies keep their
+        // items durable meanwhile).
         let (waiting, round) = unsynced.withLock { unsynced -> (Int, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.map(\.copy)
             guard unsynced.scheduled == nil else { return (unsynced.copies.count, nil) }
             unsynced.lastScheduled &+= 1
             unsynced.scheduled = unsynced.lastScheduled
-            return (unsynced.copies.count, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + syncInterval } ?? .now()))
+            let period = DispatchTimeInterval.microseconds(Int((syncPeriod * 1_000_000).rounded()))
+            return (unsynced.copies.count, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
         }
         if waiting > 2 * Self.maxUnsynced {
             syncs.sync { syncPublished() }

@@ -64,7 +64,7 @@ final class CrashTortureTests: XCTestCase {
             try assertDelivered(crash, in: folder, spans: true, metrics: true, crashSafe: kind != "kill", threads: 3, label)
             if kind == "kill" { try assertLossesAreTails(crash, in: folder, spans: true, metrics: true, threads: 3, label) }
         }
-        // A kill 2 s (20 sync intervals) after the last add: the caches hold everything by then.
+        // A kill 2 s (200 of the harness's 10 ms sync intervals) after the last add: the caches hold everything by then.
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let kill = try Demo.run(["crash", "--kind", "kill", "--dir", folder.url.path, "--strategy", "doubleRotatingBuffer",
