@@ -28,6 +28,8 @@ for kind in spans logs; do
 done
 "$driver" first "$((adds / 30))"
 for threads in 1 2; do "$driver" saturate "$threads" "$seconds"; done
+# Start-up to a usable buffer, on an empty folder and after a kill, and the first flush after the kill.
+"$driver" startup "$((rounds / 10 + 1))"
 
 # The battery scenario: a steady rate of typical logs (a process per run; rate 0 is one log), its wake-ups
 # and the bytes it wrote from the process's own counters, its syncs (fsync + fdatasync) counted by strace

@@ -12,6 +12,7 @@ import TelemetryBuffer
 //   LoadDriver first <count>                               a batch's first add, and its floor
 //   LoadDriver saturate <threads> <seconds>                as fast as possible, at the default limits
 //   LoadDriver battery <logs per second> <seconds>         a steady app's wake-ups and bytes written
+//   LoadDriver startup <count>                             creating a buffer: empty folder, after a kill
 
 /// The typical log of the benchmarks: an 80-character body with a quote, five attributes.
 func makeLog() -> Log { Log(
@@ -443,6 +444,56 @@ func battery(perSecond rate: Double, seconds: Double) {
                  rate, seconds, count, Double(wakeUps) / seconds, written, Double(written) / max(1, Double(count) * perLog), perLog))
 }
 
+/// `count` times each: creating a buffer (DoubleRotatingBuffer, defaults) on an empty folder, and on the
+/// folder a process left when it was killed holding 150 items (a copy of one made once, by a child that
+/// kills itself), then the first `flush()` after that kill (recovery's publication). Prints the
+/// per-call percentiles.
+func startup(_ count: Int) {
+    let parent = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
+    let killed = parent.appendingPathComponent("tb-load-\(getpid())-killed")
+    let child = Process()
+    child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    child.arguments = ["leave", killed.path]
+    try! child.run()
+    child.waitUntilExit()
+    var empty: [UInt32] = [], afterKill: [UInt32] = [], firstFlush: [UInt32] = []
+    for run in 0..<count {
+        var options = Options(dsn: "https://key@o1.ingest.example.com/1")
+        options.upload = false
+        options.cacheDirectory = parent.appendingPathComponent("tb-load-\(getpid())-empty-\(run)")
+        var start = now()
+        var buffer = try! TelemetryBuffer(options: options)
+        empty.append(UInt32(now() - start))
+        buffer.close()
+        options.cacheDirectory = parent.appendingPathComponent("tb-load-\(getpid())-after-kill-\(run)")
+        try! FileManager.default.copyItem(at: killed, to: options.cacheDirectory)
+        start = now()
+        buffer = try! TelemetryBuffer(options: options)
+        afterKill.append(UInt32(now() - start))
+        start = now()
+        buffer.flush()
+        firstFlush.append(UInt32(now() - start))
+        precondition(buffer.recovery.items == 150, "recovered \(buffer.recovery.items) items, not 150")
+        buffer.close()
+    }
+    for (name, times) in [("empty folder", empty), ("after a kill", afterKill), ("first flush() after a kill", firstFlush)] {
+        let sorted = times.sorted()
+        let millis = { (fraction: Double) in String(format: "%.2f ms", Double(percentile(sorted, fraction)) / 1e6) }
+        print("startup, \(name), \(count) times: p50 \(millis(0.5)), p90 \(millis(0.9)), max \(millis(1))")
+    }
+}
+
+/// The child of `startup`: 150 items in a buffer in `folder`, then SIGKILL.
+func leave(_ folder: String) -> Never {
+    var options = Options(dsn: "https://key@o1.ingest.example.com/1")
+    options.upload = false
+    options.cacheDirectory = URL(fileURLWithPath: folder)
+    let buffer = try! TelemetryBuffer(options: options)
+    for _ in 0..<150 { buffer.add(log: typicalLog) }
+    withExtendedLifetime(buffer) { kill(getpid(), SIGKILL) }
+    fatalError("not killed")
+}
+
 let arguments = CommandLine.arguments.dropFirst()
 switch arguments.first {
 case "rate":
@@ -459,11 +510,15 @@ case "first":
 case "saturate":
     let values = Array(arguments.dropFirst())
     saturate(Int(values[0])!, seconds: Double(values[1])!)
+case "startup":
+    startup(Int(arguments.dropFirst().first!)!)
+case "leave":
+    leave(arguments.dropFirst().first!)
 case "battery":
     let values = Array(arguments.dropFirst())
     battery(perSecond: Double(values[0])!, seconds: Double(values[1])!)
 default:
-    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <pairs> [logs] | first <count> | saturate <n> <seconds> | battery <logs/s> <seconds>")
+    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <pairs> [logs] | first <count> | saturate <n> <seconds> | battery <logs/s> <seconds> | startup <count>")
     exit(2)
 }
 // The folders this run made go into the benchmarks' trash, not deleted (see `trash` in the benchmarks):

@@ -46,6 +46,10 @@ final class MappedFile {
             guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.rawValue, 0),
                   mapping != MAP_FAILED
             else { throw FileSystem.error("mmap", path) }
+            // No read-ahead: the first store would read (for a fresh file, zero) a window of pages, most of a
+            // list, on the creating thread; each page is read when it is first written instead. Only this
+            // process's stores go through the mapping (recovery reads the files with `read`).
+            madvise(mapping, size, MADV_RANDOM)
             self.base = mapping
         } catch {
             fd.close()

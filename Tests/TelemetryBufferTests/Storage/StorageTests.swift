@@ -524,6 +524,26 @@ final class StorageTests: XCTestCase {
         XCTAssertTrue(bodies[0].contains("\"body\":\"after\""), bodies[0])
     }
 
+    /// Creating a buffer on an empty folder reads none of its new lists' pages but the header's: the first
+    /// store into a fresh mapping used to read ahead (zero) a window of pages on the creating thread, most of
+    /// its start-up time (`LoadDriver startup`). Counted in the page cache with `mincore`.
+    func testANewListIsNotReadAheadWhenTheBufferIsCreated() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        defer { buffer.close() }
+        let path = try directory.makeBufferFolder() + "/crash-safe-list-1"
+        let fd = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let size = Int(lseek(fd, 0, SEEK_END))
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let mapping = try XCTUnwrap(mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0))
+        defer { munmap(mapping, size) }
+        var vector = [UInt8](repeating: 0, count: (size + page - 1) / page)
+        XCTAssertEqual(mincore(mapping, size, &vector), 0)
+        let resident = vector.filter { $0 & 1 == 1 }.count
+        XCTAssertLessThanOrEqual(resident, 2, "pages of the new list in the page cache: \(resident) of \(vector.count)")
+    }
+
     /// Things under the names of spares and copies that are not the buffer's files (a directory, a link, a
     /// FIFO) are neither reused nor renamed onto: every forward publishes, each item once, and they stay.
     func testForeignSparesAndCopiesDoNotStopTheForwards() throws {
