@@ -530,6 +530,8 @@ final class StorageTests: XCTestCase {
     func testANewListIsNotReadAheadWhenTheBufferIsCreated() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         defer { buffer.close() }
+        // Where a store into a mapped page may ask for new space (btrfs, overlayfs), there is no mapped list.
+        if buffer.listsInMemory { throw XCTSkip("the lists are in memory on this file system") }
         let path = try directory.makeBufferFolder() + "/crash-safe-list-1"
         let fd = open(path, O_RDONLY)
         XCTAssertGreaterThanOrEqual(fd, 0)
