@@ -297,8 +297,9 @@ enum Recovery {
         return sources.compactMap { source in lists.values.first { $0.list.name == source.name } }
     }
 
-    /// Publishes each list under its own marker, straight from its file, then removes its cache and it. A
-    /// crash in between leaves a list `publishing` (its envelopes are deleted and it is published again) or
+    /// Publishes each list that holds items under its own marker, straight from its file, then removes its
+    /// cache and it (an empty one is only removed: nothing of it can be lost or sent twice). A crash in
+    /// between leaves a list `publishing` (its envelopes are deleted and it is published again) or
     /// `captured` (its items, and their copies in its cache, are skipped): nothing lost, nothing twice.
     ///
     /// A marker is judged by the claimed boot of its file's generation, so a list is first moved (with its
@@ -309,11 +310,13 @@ enum Recovery {
     private static func publish(_ lists: [ListWithCache], folder: BufferFolder, batcher: EnvelopeBatcher,
                                 into report: inout RecoveryReport) throws {
         let generation = unusedGeneration(try folder.names())
-        let owned = lists.contains { $0.list.publication.state != .captured }
+        // An empty list (every list a clean close left) has nothing to publish: it is only removed.
+        let toPublish = { (entry: ListWithCache) in entry.list.publication.state != .captured && entry.items > 0 }
+        let owned = lists.contains(where: toPublish)
             && folder.copyBoot(BufferFile.boot.name, to: BufferFile.claimed(generation: generation, .boot).name)
         for entry in lists {
             var (list, cache) = (entry.list.name, entry.cache?.name)
-            if entry.list.publication.state != .captured {
+            if toPublish(entry) {
                 if owned {
                     // Its marker as this recovery reads it first: a `captured` one from another boot counts as
                     // `publishing` (its envelopes are gone), and must not read as this boot's after the move.

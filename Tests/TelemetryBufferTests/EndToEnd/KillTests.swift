@@ -338,6 +338,23 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "moved, then killed")
     }
 
+    /// A buffer closed cleanly leaves its lists behind, empty: the next start removes them with their
+    /// caches, and moves, marks and syncs none of them, as it would to publish one. (Each start after a
+    /// clean close copied the boot, moved, marked and synced both: a millisecond or two of the first flush.)
+    func testEmptyListsAreRemovedWithoutBeingPublished() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+        let closed = try Demo.recover(folder, .doubleRotatingBuffer)
+        XCTAssertEqual(closed.status, 0, closed.errors)
+        let left = try FileManager.default.contentsOfDirectory(atPath: buffer.path)
+        XCTAssertTrue(left.contains("crash-safe-list-1") && left.contains("crash-safe-list-2"), "lists left: \(left)")
+        let next = try Demo.recover(folder, .doubleRotatingBuffer, failpoint: .recoveryListMoved)
+        XCTAssertEqual(next.status, 0, "an empty list was moved to be published: \(next.errors.suffix(500))")
+        let after = try FileManager.default.contentsOfDirectory(atPath: buffer.path)
+        XCTAssertFalse(after.contains { $0.hasPrefix("recovering-") }, "claimed files left: \(after)")
+    }
+
     /// A kill at each step of start-up recovery, then a second recovery.
     func testKillsAtEveryStepOfRecovery() throws {
         for strategy in Self.crashSafe {
