@@ -22,15 +22,22 @@ let package = Package(
                 .product(name: "TelemetryBuffer", package: "TelemetryBuffer"),
                 .product(name: "TelemetryBufferMetrics", package: "TelemetryBufferMetrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                "Floor",
             ],
             path: "Benchmarks/TelemetryBufferBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
+        // The floor both measure against: the log hand-encoded and copied into a mapped page under a mutex.
+        .target(
+            name: "Floor",
+            dependencies: [.product(name: "TelemetryBuffer", package: "TelemetryBuffer")],
+            path: "Floor"
         ),
         // Per-call tails under sustained load, resident memory and threads that add throughout: figures the
         // harness cannot give (p99.9, a process per scenario).
         .executableTarget(
             name: "LoadDriver",
-            dependencies: [.product(name: "TelemetryBuffer", package: "TelemetryBuffer")],
+            dependencies: [.product(name: "TelemetryBuffer", package: "TelemetryBuffer"), "Floor"],
             path: "LoadDriver"
         ),
     ]

@@ -11,15 +11,19 @@ python3 ratios.py < .build/benchmark-run.md
 
 # What the harness cannot show, each scenario in a process of its own (see LoadDriver/main.swift): the
 # per-call tail at a sustained 50,000 logs/s at the default limits, wake-ups and forwards included; the
-# resident memory one buffer adds; threads adding at once (and the floors: a buffer per thread, and one
-# lock all threads share per add besides); a batch's first add (and the floor: waking a parked thread); and
-# the most the forwards sustain at the default limits.
+# per-call tail back to back against its floor; the resident and dirty memory one buffer adds; threads
+# adding at once (and the floors: a buffer per thread, and one lock all threads share per add besides); a
+# batch's first add (and the floor: waking a parked thread); and the most the forwards sustain at the
+# default limits, with the bytes written and the syncs per item.
 swift build -c release --product LoadDriver > /dev/null
 driver=.build/release/LoadDriver
 adds=100000; rounds=300; seconds=2
 if [ -n "${BENCHMARK_SMOKE:-}" ]; then adds=1000; rounds=3; seconds=0.1; fi
 echo
 for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" rate "$strategy" 50000 "$adds"; done
+# Back to back, as an app that logs in bursts, against the floor in the same process (the issue's tail budget:
+# add's p99 ≤ 1.5× the floor's).
+"$driver" backtoback "$((adds / 10))" 33
 for strategy in doubleRotatingBuffer flushAll fileStreamCache; do "$driver" memory "$strategy"; "$driver" memory "$strategy" warm; done
 for kind in spans logs; do
     "$driver" threads 2 "$rounds" "$kind"
@@ -28,6 +32,14 @@ for kind in spans logs; do
 done
 "$driver" first "$((adds / 30))"
 for threads in 1 2; do "$driver" saturate "$threads" "$seconds"; done
+# Syncs per envelope at saturation, from a run under strace (slower: its rate is not the one above).
+if command -v strace > /dev/null; then
+    counted=$(mktemp)
+    line=$(strace -f -qq -c -e trace=fsync,fdatasync -o "$counted" "$driver" saturate 1 "$seconds")
+    awk -v line="$line" '/total/ { split(line, words, " envelopes"); n = split(words[1], parts, " "); envelopes = parts[n]
+        printf "saturate under strace: %d syncs for %d envelopes, %.2f per envelope\n", $4, envelopes, $4 / (envelopes > 0 ? envelopes : 1) }' "$counted"
+    rm -f "$counted"
+fi
 # Start-up to a usable buffer, on an empty folder and after a kill, and the first flush after the kill.
 "$driver" startup "$((rounds / 10 + 1))"
 

@@ -1,3 +1,4 @@
+import Floor
 import Foundation
 import TelemetryBuffer
 
@@ -7,6 +8,7 @@ import TelemetryBuffer
 // loaded or touched is not in the next one's figures. `ratios.sh` runs every scenario.
 //
 //   LoadDriver rate <strategy> <logs per second> <adds>    per-call times at a paced rate
+//   LoadDriver backtoback <adds> <rounds>                 per-call times, adds back to back, and the floor
 //   LoadDriver memory <strategy> [warm]                    resident set before and after
 //   LoadDriver threads <threads> <pairs> [logs]            one thread against <threads>, rounds alternating
 //   LoadDriver first <count>                               a batch's first add, and its floor
@@ -45,14 +47,21 @@ func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuf
     return try! TelemetryBuffer(options: options)
 }
 
-/// The resident set, in KiB, from /proc/self/status: total, anonymous, file-backed, shared memory.
-func residentKiB() -> (total: Int, anon: Int, file: Int, shmem: Int) {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return (0, 0, 0, 0) }
-    func field(_ name: String) -> Int {
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
-        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
+/// The resident set, in KiB: total, anonymous, file-backed and shared memory from /proc/self/status, and
+/// from /proc/self/smaps_rollup the dirty pages (private and shared: what a phone counts, a mapped list's
+/// written pages among them until the kernel writes them back) and the clean ones (code, read files).
+typealias Resident = (total: Int, anon: Int, file: Int, shmem: Int, dirty: Int, clean: Int)
+func residentKiB() -> Resident {
+    func fields(_ path: String) -> (String) -> Int {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return { name in
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
+        }
     }
-    return (field("VmRSS"), field("RssAnon"), field("RssFile"), field("RssShmem"))
+    let status = fields("/proc/self/status"), rollup = fields("/proc/self/smaps_rollup")
+    return (status("VmRSS"), status("RssAnon"), status("RssFile"), status("RssShmem"),
+            rollup("Private_Dirty") + rollup("Shared_Dirty"), rollup("Private_Clean") + rollup("Shared_Clean"))
 }
 
 func percentile(_ sorted: [UInt32], _ fraction: Double) -> UInt32 {
@@ -91,6 +100,51 @@ func rate(_ strategy: Options.Strategy, perSecond rate: Double, count: Int) {
           "max \(micro(times.last ?? 0)) µs, over 2 µs \(times.count - (times.firstIndex { $0 > 2000 } ?? times.count)), refused \(refused)")
 }
 
+/// Adds back to back, as an app that logs in bursts does, each call timed: `rounds` rounds of `adds`
+/// `add(log:)` calls on one DoubleRotatingBuffer (defaults), alternating with rounds of the floor in the
+/// same process (the log hand-encoded and copied into a mapped page under a mutex), so that the machine's
+/// drift falls on both. The forwards run on the other core while the caller adds; refused adds (both lists
+/// full, a cheap return) are timed too, and the accepted ones apart.
+func backToBack(adds: Int, rounds: Int) {
+    let buffer = makeBuffer(.doubleRotatingBuffer)
+    _ = buffer.recovery
+    let folder = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
+        .appendingPathComponent("tb-load-\(getpid())-floor")
+    try! FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    let sink = MappedSink(path: folder.appendingPathComponent("mapped").path)
+    var library = [UInt32](), accepted = [UInt32](), floor = [UInt32]()
+    library.reserveCapacity(adds * rounds)
+    accepted.reserveCapacity(adds * rounds)
+    floor.reserveCapacity(adds * rounds)
+    for _ in 0..<rounds {
+        for _ in 0..<adds {
+            let before = now()
+            sink.handEncodeAndCopy(typicalLog)
+            floor.append(UInt32(clamping: now() - before))
+        }
+        for _ in 0..<adds {
+            let before = now()
+            let kept = buffer.add(log: typicalLog)
+            let time = UInt32(clamping: now() - before)
+            library.append(time)
+            if kept { accepted.append(time) }
+        }
+    }
+    buffer.close()
+    library.sort()
+    accepted.sort()
+    floor.sort()
+    func figures(_ times: [UInt32]) -> String {
+        let micro = { (fraction: Double) in String(format: "%.2f", Double(percentile(times, fraction)) / 1000) }
+        return "p50 \(micro(0.5)) µs, p99 \(micro(0.99)) µs, p99.9 \(micro(0.999)) µs, max \(micro(1))"
+    }
+    let ratio = { (times: [UInt32], fraction: Double) in Double(percentile(times, fraction)) / Double(max(1, percentile(floor, fraction))) }
+    print("back to back, \(rounds) rounds of \(adds): add(log:) \(figures(library)) µs; the \(accepted.count) accepted " +
+          "\(figures(accepted)) µs; floor \(figures(floor)) µs; add ÷ floor: p50 " +
+          String(format: "%.2f×, p99 %.2f×, p99.9 %.2f×; accepted ÷ floor: p99 %.2f×", ratio(library, 0.5), ratio(library, 0.99),
+                 ratio(library, 0.999), ratio(accepted, 0.99)))
+}
+
 /// Resident set before creating a buffer, after, after 100,000 adds at 50,000 per second, and after a
 /// flush. `warm`: first use Foundation and Dispatch as any app does before it creates a buffer (the
 /// environment, the caches folder, a file, dates, a queue), so that the shared library pages those touch
@@ -121,12 +175,13 @@ func memory(_ strategy: Options.Strategy, warm: Bool) {
     let added = residentKiB()
     buffer.flush()
     let flushed = residentKiB()
-    func line(_ label: String, _ value: (total: Int, anon: Int, file: Int, shmem: Int)) -> String {
+    func line(_ label: String, _ value: Resident) -> String {
         "\(label) \(value.total) KiB (anon \(value.anon), file \(value.file), shmem \(value.shmem)), " +
-        "+\(value.total - before.total) KiB"
+        "+\(value.total - before.total) KiB, dirty +\(value.dirty - before.dirty) KiB, clean +\(value.clean - before.clean) KiB"
     }
     let warmUp = warm ? " (the warm-up +\(before.total - initial.total) KiB)" : ""
-    print("memory \(strategy.rawValue)\(warm ? " (warm)" : ""): before \(before.total) KiB (anon \(before.anon), file \(before.file))\(warmUp); " +
+    print("memory \(strategy.rawValue)\(warm ? " (warm)" : ""): before \(before.total) KiB (anon \(before.anon), file \(before.file), " +
+          "dirty \(before.dirty), clean \(before.clean))\(warmUp); " +
           line("created", created) + "; " + line("100,000 adds", added) + "; " + line("flushed", flushed))
     withExtendedLifetime(buffer) {}
 }
@@ -298,7 +353,8 @@ final class Handoff: @unchecked Sendable {
 }
 
 /// `threads` threads add logs as fast as they can for `seconds` at the default limits: the sustained rate
-/// the forwards allow, and the calls (refusals included) the lock lets through.
+/// the forwards allow, the calls (refusals included) the lock lets through, the envelopes written and the
+/// bytes written to the disk per item kept (run it under `strace -f -c` for the syncs per envelope).
 func saturate(_ count: Int, seconds: Double) {
     /// Shared by the threads: the end time, set before they start, and a cache line per thread for its counts.
     struct Race: @unchecked Sendable {
@@ -331,14 +387,23 @@ func saturate(_ count: Int, seconds: Double) {
         }.start()
     }
     ready.wait()
+    sync()
+    let bytes = writtenBytes()
     race.end.pointee = now() + UInt64(seconds * 1e9)
     for _ in 0..<count { go.signal() }
     done.wait()
     buffer.close()
+    // What the run wrote reaches the disk now (the kernel's writeback would, later).
+    sync()
+    let written = writtenBytes() - bytes
+    let envelopes = (try? FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path).count) ?? 0
+    let (logs, logBytes) = logsWritten(to: buffer)
     let calls = (0..<count).reduce(0) { $0 + race.counts[$1 * 16] }
     let accepted = (0..<count).reduce(0) { $0 + race.counts[$1 * 16 + 1] }
     print("saturate \(count) threads for \(seconds) s: \(Int(Double(calls) / seconds)) calls/s, " +
-          "\(Int(Double(accepted) / seconds)) accepted/s in all")
+          "\(Int(Double(accepted) / seconds)) accepted/s in all; \(envelopes) envelopes, " +
+          String(format: "bytes written %.0f per item = %.2f× its JSON", Double(written) / Double(max(1, logs)),
+                 Double(written) / Double(max(1, logBytes))))
 }
 
 /// `count` times: a flush, then the add that starts the next batch (it wakes the background queue); then
@@ -383,6 +448,26 @@ func voluntarySwitches() -> Int {
     return usage.ru_nvcsw
 }
 
+/// The logs in `buffer`'s envelopes and their JSON bytes: each log item's payload is `{"items":[…]}`, logs
+/// joined by commas.
+func logsWritten(to buffer: TelemetryBuffer) -> (logs: Int, bytes: Int) {
+    var logBytes = 0, logs = 0
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path)) ?? [] {
+        guard let data = FileManager.default.contents(atPath: buffer.envelopesDirectory.appendingPathComponent(name).path) else { continue }
+        let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        var index = 1
+        while index + 1 < lines.count {
+            if let header = try? JSONSerialization.jsonObject(with: Data(lines[index])) as? [String: Any],
+               header["type"] as? String == "log", let items = header["item_count"] as? Int, let length = header["length"] as? Int {
+                logs += items
+                logBytes += length - 12 - (items - 1)
+            }
+            index += 2
+        }
+    }
+    return (logs, logBytes)
+}
+
 /// A steady app (the issue's battery scenario): `rate` typical logs a second for `seconds` (rate 0: one log
 /// at the start), each added at its deadline by a caller asleep in between; DoubleRotatingBuffer, defaults.
 /// Prints, over that window: wake-ups (the process's voluntary context switches less the caller's own
@@ -424,21 +509,7 @@ func battery(perSecond rate: Double, seconds: Double) {
     sync()
     let written = writtenBytes() - bytes
     buffer.close()
-    // The logs' JSON bytes, from the envelopes: each log item's payload is `{"items":[…]}`, logs joined by commas.
-    var logBytes = 0, logs = 0
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path)) ?? [] {
-        guard let data = FileManager.default.contents(atPath: buffer.envelopesDirectory.appendingPathComponent(name).path) else { continue }
-        let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-        var index = 1
-        while index + 1 < lines.count {
-            if let header = try? JSONSerialization.jsonObject(with: Data(lines[index])) as? [String: Any],
-               header["type"] as? String == "log", let items = header["item_count"] as? Int, let length = header["length"] as? Int {
-                logs += items
-                logBytes += length - 12 - (items - 1)
-            }
-            index += 2
-        }
-    }
+    let (logs, logBytes) = logsWritten(to: buffer)
     let perLog = logs > 0 ? Double(logBytes) / Double(logs) : 0
     print(String(format: "battery %g logs/s for %g s: %d logs, wake-ups %.1f/s, bytes written %d = %.2f× the logs' JSON (%.0f bytes each)",
                  rate, seconds, count, Double(wakeUps) / seconds, written, Double(written) / max(1, Double(count) * perLog), perLog))
@@ -499,6 +570,9 @@ switch arguments.first {
 case "rate":
     let values = Array(arguments.dropFirst())
     rate(strategy(values[0]), perSecond: Double(values[1])!, count: Int(values[2])!)
+case "backtoback":
+    let values = Array(arguments.dropFirst())
+    backToBack(adds: Int(values[0])!, rounds: Int(values[1])!)
 case "memory":
     let values = Array(arguments.dropFirst())
     memory(strategy(values[0]), warm: values.dropFirst().first == "warm")
@@ -518,7 +592,7 @@ case "battery":
     let values = Array(arguments.dropFirst())
     battery(perSecond: Double(values[0])!, seconds: Double(values[1])!)
 default:
-    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | memory <strategy> [warm] | threads <n> <pairs> [logs] | first <count> | saturate <n> <seconds> | battery <logs/s> <seconds> | startup <count>")
+    print("usage: LoadDriver rate <strategy> <logs/s> <adds> | backtoback <adds> <rounds> | memory <strategy> [warm] | threads <n> <pairs> [logs] | first <count> | saturate <n> <seconds> | battery <logs/s> <seconds> | startup <count>")
     exit(2)
 }
 // The folders this run made go into the benchmarks' trash, not deleted (see `trash` in the benchmarks):

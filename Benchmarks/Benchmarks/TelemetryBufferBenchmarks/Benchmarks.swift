@@ -1,4 +1,5 @@
 import Benchmark
+import Floor
 import Foundation
 import GRDB
 import TelemetryBuffer
@@ -319,7 +320,7 @@ let benchmarks: @Sendable () -> Void = {
         sink.copy(try! sink.encoder.encode(CodableLog(typicalLog)))
         benchmark.stopMeasurement()
     } setup: {
-        MappedSink()
+        MappedSink(path: temporaryFolder("sink").appendingPathComponent("mapped").path)
     }
 
     Benchmark("floor hand encode + lock + memcpy") { benchmark, sink in
@@ -327,7 +328,7 @@ let benchmarks: @Sendable () -> Void = {
         sink.handEncodeAndCopy(typicalLog)
         benchmark.stopMeasurement()
     } setup: {
-        MappedSink()
+        MappedSink(path: temporaryFolder("sink").appendingPathComponent("mapped").path)
     }
 
     Benchmark("floor durable publication of 1 MiB",
