@@ -88,13 +88,13 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// retired, with what its publication made: the next forward retries only the retirement, since
     /// staging the list again would publish its items twice. Background queue only.
     private var unretired: (index: Int, published: Published)?
-    private let ioTimer: DispatchSourceTimer
-    /// Wakes `io` for a new batch, from the background queue (`batchStarted`), so `add` wakes one queue.
-    private let ioWake: DispatchSourceUserDataOr
+    /// Runs the IO caches' copy (`mirror`) on `io`, one wake-up each time (see `QueueTimer`); armed while
+    /// items arrive. Set once, at the end of `init` (its work holds `self` weakly).
+    private var ioTimer: QueueTimer!
     /// `Options.ioSyncInterval`.
     private let ioSyncInterval: Double
-    /// Whether the IO timer runs, and its period. Touched only on `io`.
-    private var ioArmed = false, ioPeriod = 0.0
+    /// Set by `close()`: a run of the IO timer under way then copies nothing more. Touched only on `io`.
+    private var ioClosed = false
     /// When the IO caches were last synced. Touched only on `io`.
     private var cachesSynced = DispatchTime.now()
 
@@ -121,24 +121,17 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
         self.ioSyncInterval = ioSyncInterval
-        ioTimer = DispatchSource.makeTimerSource(queue: io)
-        ioWake = DispatchSource.makeUserDataOrSource(queue: io)
-        ioTimer.schedule(deadline: .distantFuture)
-        ioTimer.setEventHandler { [weak self] in self?.mirror() }
-        ioTimer.resume()
-        ioWake.setEventHandler { [weak self] in self?.armMirror() }
-        ioWake.resume()
+        ioTimer = QueueTimer(name: "io.telemetrybuffer.io-cache", queue: io) { [weak self] in self?.mirror() }
     }
 
-    deinit {
-        ioTimer.cancel()
-        ioWake.cancel()
-    }
+    deinit { ioTimer.end() }
 
     func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }
 
-    /// Starts the IO cache's copying for the batch (from the background queue, not from `add`).
-    func batchStarted() { ioWake.or(data: 1) }
+    /// Starts the IO cache's copying for the batch unless it runs (from the background queue, not from `add`).
+    func batchStarted() {
+        ioTimer.setUnlessArmed(at: .now() + .microseconds(Int((copyPeriod * 1_000_000).rounded())), leeway: copyPeriod / 10)
+    }
 
     /// Seconds between two syncs of the IO caches, and between two of publications: `ioSyncInterval`, five
     /// times that in Low Power Mode.
@@ -148,20 +141,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// their caches are what a SIGKILL leaves (they are written each run, synced each sync period).
     private var copyPeriod: Double { listsInMemory ? min(syncPeriod, 0.1) : syncPeriod }
 
-    /// IO queue: starts the IO timer (`copyPeriod`).
-    private func armMirror() {
-        dispatchPrecondition(condition: .onQueue(io))
-        guard !ioArmed else { return }
-        ioArmed = true
-        scheduleMirror(every: copyPeriod)
-    }
-
-    private func scheduleMirror(every seconds: Double) {
-        ioPeriod = seconds
-        let interval = DispatchTimeInterval.microseconds(Int((seconds * 1_000_000).rounded()))
-        // A tenth of the interval as leeway, so that the system can coalesce the wake-ups with others.
-        ioTimer.schedule(deadline: .now() + interval, repeating: interval,
-                         leeway: .microseconds(Int((seconds * 100_000).rounded())))
+    /// IO queue: the next run, `copyPeriod` after `start`. A tenth of the period as leeway, so that the system
+    /// may wake for it together with other work (Apple platforms).
+    private func scheduleMirror(after start: DispatchTime) {
+        ioTimer.set(at: start + .microseconds(Int((copyPeriod * 1_000_000).rounded())), leeway: copyPeriod / 10)
     }
 
     /// IO queue: copies the active list's new records into its cache, and makes them durable every sync
@@ -172,7 +155,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// runs until it is published. A change of Low Power Mode takes effect at the next run.
     private func mirror() {
         dispatchPrecondition(condition: .onQueue(io))
+        guard !ioClosed else { return }
         mirrors += 1
+        // The next run's period counts from this one's start: a slow sync does not stretch it.
+        let start = DispatchTime.now()
         let (index, otherPending) = regions.activeAndPending
         do {
             // The older list first: a kill or a failure in between then loses only newer items.
@@ -184,19 +170,15 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             let idle = !wrote && !(listsInMemory && otherPending) && regions.idleCopy(of: index, copied: caches[index].mirroredBytes)
             // Due within half a run: a run that comes a little early still syncs.
             let now = DispatchTime.now()
-            if idle || now.uptimeNanoseconds + UInt64(ioPeriod * 5e8) >= cachesSynced.uptimeNanoseconds + UInt64(syncPeriod * 1e9) {
+            if idle || now.uptimeNanoseconds + UInt64(copyPeriod * 5e8) >= cachesSynced.uptimeNanoseconds + UInt64(syncPeriod * 1e9) {
                 try caches[index ^ 1].sync()
                 try caches[index].sync()
                 cachesSynced = now
             }
             mirrorFailed = false
-            if idle {
-                ioArmed = false
-                ioTimer.schedule(deadline: .distantFuture)
-            } else if copyPeriod != ioPeriod {
-                scheduleMirror(every: copyPeriod)
-            }
+            if !idle { scheduleMirror(after: start) }
         } catch {
+            scheduleMirror(after: start)
             // Once per run of failures (a full disk fails every interval).
             guard !mirrorFailed else { return }
             mirrorFailed = true
@@ -377,7 +359,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         regions.close()
         forward(everything: true)
         syncs.sync { syncPublished() }
-        io.sync { ioTimer.schedule(deadline: .distantFuture) }
+        io.sync {
+            ioClosed = true
+            ioTimer.clear()
+        }
     }
 
     /// Waits for the sync that empties the retired IO caches and makes those truncations durable (an

@@ -344,14 +344,14 @@ final class KillTests: XCTestCase {
     func testEmptyListsAreRemovedWithoutBeingPublished() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+        let buffer = try folder.makeBufferFolder(dsn: demoDefaultDSN)
         let closed = try Demo.recover(folder, .doubleRotatingBuffer)
         XCTAssertEqual(closed.status, 0, closed.errors)
-        let left = try FileManager.default.contentsOfDirectory(atPath: buffer.path)
+        let left = try FileManager.default.contentsOfDirectory(atPath: buffer)
         XCTAssertTrue(left.contains("crash-safe-list-1") && left.contains("crash-safe-list-2"), "lists left: \(left)")
         let next = try Demo.recover(folder, .doubleRotatingBuffer, failpoint: .recoveryListMoved)
         XCTAssertEqual(next.status, 0, "an empty list was moved to be published: \(next.errors.suffix(500))")
-        let after = try FileManager.default.contentsOfDirectory(atPath: buffer.path)
+        let after = try FileManager.default.contentsOfDirectory(atPath: buffer)
         XCTAssertFalse(after.contains { $0.hasPrefix("recovering-") }, "claimed files left: \(after)")
     }
 
