@@ -68,6 +68,8 @@ struct FolderParts: Sendable {
     let network: (any NetworkMonitor)?
     /// Whether start-up claimed files of earlier processes (or found staged envelopes) for recovery.
     let claimed: Bool
+    /// What recovery published and has not synced yet (see `settleRecovery`).
+    private let settlement = Locked<RecoverySettlement?>(nil)
     private let assembly: BufferAssembly
 
     /// Creates and locks the DSN's folder (keeping `lock` if one was taken before), claims what earlier
@@ -178,8 +180,11 @@ struct FolderParts: Sendable {
         // fails, an older `boot` (or none) dates them: they are then trusted less, never more.
         do { try folder.recordBoot() } catch { diagnostics.log(.error, "could not record the boot: \(error)") }
         if claimed {
+            var unsynced: RecoverySettlement?
+            // Whatever happens: what recovery published is synced when it moved on, even after a failure.
+            defer { settlement.withLock { $0 = unsynced } }
             do {
-                let found = try Recovery.run(folder: folder, batcher: batcher) {
+                let found = try Recovery.run(folder: folder, batcher: batcher, unsynced: &unsynced) {
                     try folder.syncStaged()
                     try outbox.syncStored()
                 }
@@ -194,6 +199,18 @@ struct FolderParts: Sendable {
         } else {
             folder.recoveryDone()
         }
+    }
+
+    /// Background queue, once what recovery staged has moved on: syncs what it published and removes the
+    /// lists it came from (once; later calls do nothing). After the first forward, or at `close()`, a
+    /// durable flush or a released buffer's final forward if they come first: none of them waits for it
+    /// before it must.
+    func settleRecovery() {
+        dispatchPrecondition(condition: .onQueue(assembly.queue))
+        settlement.withLock { settlement in
+            defer { settlement = nil }
+            return settlement
+        }?.settle(outbox: outbox, diagnostics: assembly.diagnostics)
     }
 
     /// The strategy `options` ask for, where its files can be made. A file of another kind where one of

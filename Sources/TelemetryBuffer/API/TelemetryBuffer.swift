@@ -167,7 +167,7 @@ public final class TelemetryBuffer: Sendable {
         // The takeover (on the queue) removes at once what recovery publishes: not even a custom transport
         // gets it.
         let removesNow = removes && isOnQueue
-        let recover: @Sendable () -> Void = { [recovering, recovered, diagnostics] in
+        let recover: @Sendable () -> Void = { [queue, recovering, recovered, diagnostics] in
             opened.recover(into: recovered)
             // Before the hand-over: a transport's `send` may read `recovery`.
             recovering.leave()
@@ -176,6 +176,8 @@ public final class TelemetryBuffer: Sendable {
             } else {
                 opened.outbox.takeStaged(from: opened.folder, diagnostics: diagnostics)
             }
+            // After what is queued now (a first `flush()`), which need not wait for the disk.
+            queue.async { opened.settleRecovery() }
         }
         if isOnQueue { recover() } else { queue.async(execute: recover) }
         // After recovery, which published what earlier processes left: that goes too. The buffer is kept
@@ -229,6 +231,7 @@ public final class TelemetryBuffer: Sendable {
             // After `close()` (the folder is released) there is nothing left to forward, and the folder
             // may be a new buffer's already.
             guard !Self.isForkedChild, opened?.folder.isReleased != true else { return }
+            opened?.settleRecovery()
             strategy.close()
             opened?.crash?.unregister()
             strategy.countUnstored()
@@ -531,6 +534,8 @@ public final class TelemetryBuffer: Sendable {
 
     /// Forwards what `strategy` holds into nothing, then removes what `opened`'s folder stores.
     private func removeStoredData(in opened: FolderParts, strategy: any BufferStrategy) throws {
+        // First, so that no list recovery published stays claimed, to be caught half-removed by a kill.
+        opened.settleRecovery()
         let (folder, files, outbox) = (opened.folder, opened.files, opened.outbox)
         var failure: (any Error)?
         func step(_ body: () throws -> Void) {
@@ -583,9 +588,12 @@ public final class TelemetryBuffer: Sendable {
     /// gone before that sync, and a reboot would take the unsynced copies for live items.
     func flush(timeout: TimeInterval, durably: Bool) -> Bool {
         guard !Self.isForkedChild else { return true }
-        let forward: @Sendable () -> Void = { [scheduler, strategy] in
+        let forward: @Sendable () -> Void = { [scheduler, strategy, parts] in
             scheduler.forwardEverything()
-            if durably { strategy.awaitDurable() }
+            if durably {
+                parts.withLock { $0 }?.settleRecovery()
+                strategy.awaitDurable()
+            }
         }
         if isOnQueue {
             forward()
@@ -641,6 +649,7 @@ public final class TelemetryBuffer: Sendable {
         onQueue {
             // Closed before: the folder may be a new buffer's by now.
             guard opened?.folder.isReleased != true, held?.isClosed != true else { return }
+            opened?.settleRecovery()
             strategy.close()
             opened?.crash?.unregister()
             strategy.countUnstored()

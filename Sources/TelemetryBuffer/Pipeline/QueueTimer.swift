@@ -9,18 +9,19 @@ import Foundation
 /// thread (epoll on a timerfd), which then wakes a pool thread for the handler: two wake-ups. There a thread
 /// of the timer's own sleeps until the deadline, on the monotonic clock, and runs the work with
 /// `queue.sync`, which libdispatch executes on the calling thread (after the queue's current work, if any).
-/// Until that thread runs (and if it never does: `Thread` reports no failure to start one), a libdispatch
-/// timer stands in. The IO caches' copy runs every sync period while items arrive: a wake-up a second
+/// The thread starts at the first setting; until it runs (and if it never does: `Thread` reports no failure
+/// to start one), a libdispatch timer stands in. The IO caches' copy runs every sync period while items arrive: a wake-up a second
 /// saved on a steady trickle of logs.
 ///
 /// `set` arms it (replacing the deadline), `setUnlessArmed` only if it is not, `clear` disarms it; any thread
 /// may call them, the work included (a repeating timer sets itself again). A deadline is taken once: the
 /// work runs once per setting.
 final class QueueTimer: @unchecked Sendable {
-    /// The deadline, and on Linux whether the thread runs, when it sleeps until (`nil` while it works or is
-    /// about to look again) and whether it ends.
+    /// The deadline, and on Linux whether the thread was started and runs, when it sleeps until (`nil` while
+    /// it works or is about to look again) and whether it ends.
     private struct State {
         var deadline: DispatchTime?
+        var started = false
         var running = false
         var sleepingUntil: DispatchTime?
         var ended = false
@@ -40,6 +41,8 @@ final class QueueTimer: @unchecked Sendable {
     private let timer: DispatchSourceTimer
     #else
     private let wake = MonotonicSignal()
+    /// The thread's name.
+    private let name: String
     #endif
 
     /// A timer, named `name` (its thread's name on Linux), that runs `work` on `queue` at each deadline.
@@ -51,7 +54,15 @@ final class QueueTimer: @unchecked Sendable {
         timer.setEventHandler { [state] in if state.withLock({ $0.takeDue() }) { work() } }
         timer.resume()
         #else
-        let thread = Thread { [state, wake] in
+        self.name = name
+        #endif
+    }
+
+    #if !canImport(Darwin)
+    /// Starts the thread: at the first setting, so that creating a buffer does not wait for it.
+    private func startThread() {
+        let (state, wake, queue, work) = (state, wake, queue, work)
+        let thread = Thread {
             state.withLock { $0.running = true }
             while true {
                 let step = state.withLock { state -> (due: Bool, until: DispatchTime)? in
@@ -74,8 +85,8 @@ final class QueueTimer: @unchecked Sendable {
         thread.stackSize = 256 << 10
         thread.qualityOfService = .utility
         thread.start()
-        #endif
     }
+    #endif
 
     /// Arms the timer for `deadline`, replacing the one set; on Apple platforms the system may fire it up to
     /// `leeway` seconds later, together with other work.
@@ -98,15 +109,18 @@ final class QueueTimer: @unchecked Sendable {
             timer.schedule(deadline: deadline, leeway: .nanoseconds(Int(max(0, leeway) * 1e9)))
         }
         #else
-        // Armed: whether the thread sleeps until later (and must look again), and whether it runs.
-        let armed = state.withLock { state -> (wakes: Bool, running: Bool)? in
+        // Armed: whether the thread sleeps until later (and must look again), whether it runs, and whether
+        // it is to be started.
+        let armed = state.withLock { state -> (wakes: Bool, running: Bool, starts: Bool)? in
             guard !state.ended, !unlessArmed || state.deadline == nil else { return nil }
             state.deadline = deadline
-            guard let sleeping = state.sleepingUntil, deadline < sleeping else { return (false, state.running) }
+            defer { state.started = true }
+            guard let sleeping = state.sleepingUntil, deadline < sleeping else { return (false, state.running, !state.started) }
             state.sleepingUntil = nil
-            return (true, state.running)
+            return (true, state.running, !state.started)
         }
         guard let armed else { return }
+        if armed.starts { startThread() }
         if armed.wakes { wake.signal() }
         if !armed.running {
             // The thread does not run (yet): libdispatch's timer stands in; whichever takes the deadline runs it.

@@ -231,9 +231,10 @@ final class BufferFolder: @unchecked Sendable {
         }
     }
 
-    func remove(_ name: String) {
-        guard !isReleased else { return }
-        try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
+    @discardableResult
+    func remove(_ name: String) -> Bool {
+        guard !isReleased else { return false }
+        return (try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)) != nil
     }
 
     /// Removes every buffer file of this process (not what recovery claimed from others): what it holds

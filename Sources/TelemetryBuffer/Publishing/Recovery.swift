@@ -12,7 +12,8 @@
 /// this boot: then the envelopes are synced and the copies dropped. From another boot, after power loss or
 /// a restart, a `captured` file counts as `publishing` and an `awaiting-sync-x` copy as live items: at
 /// least once. After a process death the claimed files are crash-safe lists whose IO caches hold nothing
-/// the lists lack: then each list is published as it is, under its own marker, and removed with its cache.
+/// the lists lack: then each list is published as it is, under its own marker, and removed with its cache
+/// once its envelopes are synced, after the first forward (see `RecoverySettlement`).
 /// Otherwise (a crash handler's files, a stream cache, a list missing what its cache holds) the remaining
 /// items are deduplicated by item ID, put in order of arrival, written as `recovered` (and `recovered-N`
 /// parts past 8 MiB; each an atomic rename: the commit point), the claimed files are removed, and each
@@ -70,8 +71,9 @@ enum Recovery {
     }
 
     /// Publishes the claimed files. Background queue, before any other publication. `syncEnvelopes`
-    /// makes every envelope stored so far durable.
-    static func run(folder: BufferFolder, batcher: EnvelopeBatcher,
+    /// makes every envelope stored so far durable; `unsynced` takes what is published and not synced yet,
+    /// even when a later step fails.
+    static func run(folder: BufferFolder, batcher: EnvelopeBatcher, unsynced: inout RecoverySettlement?,
                     syncEnvelopes: () throws -> Void) throws -> RecoveryReport {
         try Failpoint.recoveryFails.failIfArmed("read", folder.path)
         let claimed = try folder.names().filter { claimedName($0) != nil }
@@ -128,7 +130,7 @@ enum Recovery {
         try removeOrphans(folder: folder, sources: sources, leaving: setAside, into: &report)
 
         if let lists = listsHoldingTheirCaches(sources) {
-            try publish(lists, folder: folder, batcher: batcher, into: &report)
+            try publish(lists, folder: folder, batcher: batcher, into: &report, unsynced: &unsynced)
             removeSpentBoots(folder: folder)
             return report
         }
@@ -297,23 +299,33 @@ enum Recovery {
         return sources.compactMap { source in lists.values.first { $0.list.name == source.name } }
     }
 
-    /// Publishes each list that holds items under its own marker, straight from its file, then removes its
-    /// cache and it (an empty one is only removed: nothing of it can be lost or sent twice). A crash in
-    /// between leaves a list `publishing` (its envelopes are deleted and it is published again) or
-    /// `captured` (its items, and their copies in its cache, are skipped): nothing lost, nothing twice.
+    /// Publishes each list that holds items under its own marker, straight from its file. An empty list is
+    /// removed at once (nothing of it can be lost or sent twice), and so is one already `captured`, whose
+    /// removal is synced before its envelopes move on. A crash in between leaves a list `publishing` (its
+    /// envelopes are deleted and it is published again) or `captured` (its items, and their copies in its
+    /// cache, are skipped): nothing lost, nothing twice.
     ///
     /// A marker is judged by the claimed boot of its file's generation, so a list is first moved (with its
     /// cache) into a generation of this process, whose boot is a copy of the one it recorded before
     /// recovery: else a list filled in an earlier boot, marked now and left behind (a failed removal) would
-    /// be judged by that boot, and published again. Without room for the copy, the lists are marked where
-    /// they are: trusted less, never lost.
+    /// be judged by that boot, and published again. Such lists wait for their sync in `unsynced` (set after
+    /// each list, so that what was published before a failure is synced too). Without room for the copy,
+    /// or where the boot is unknown, the lists are marked where they are, synced and removed at once:
+    /// trusted less, never lost; so is a list whose envelopes would leave more than `maxUnsyncedFiles`
+    /// waiting.
     private static func publish(_ lists: [ListWithCache], folder: BufferFolder, batcher: EnvelopeBatcher,
-                                into report: inout RecoveryReport) throws {
+                                into report: inout RecoveryReport, unsynced: inout RecoverySettlement?) throws {
         let generation = unusedGeneration(try folder.names())
+        let boot = BufferFile.claimed(generation: generation, .boot).name
         // An empty list (every list a clean close left) has nothing to publish: it is only removed.
         let toPublish = { (entry: ListWithCache) in entry.list.publication.state != .captured && entry.items > 0 }
-        let owned = lists.contains(where: toPublish)
-            && folder.copyBoot(BufferFile.boot.name, to: BufferFile.claimed(generation: generation, .boot).name)
+        let owned = lists.contains(where: toPublish) && folder.copyBoot(BufferFile.boot.name, to: boot)
+        // The sync may wait only where a kill before it leaves markers this boot's next start trusts: the
+        // lists' generation dated by a copy that names this boot (`boot` may be older, if recording it failed).
+        let defers = owned && BootSession.current.map {
+            FileSystem.contents(of: folder.path + "/" + boot, limit: $0.utf8.count) == Array($0.utf8)
+        } ?? false
+        var envelopes: [UnsyncedFiles] = [], spent: [(list: String, cache: String?)] = [], removed = false
         for entry in lists {
             var (list, cache) = (entry.list.name, entry.cache?.name)
             if toPublish(entry) {
@@ -329,23 +341,46 @@ enum Recovery {
                 report.items += entry.items
                 report.duplicates += entry.copies
                 // Staged inside: the batches point into the file's bytes.
-                try entry.list.withRecords { records in
+                let staged = try entry.list.withRecords { records in
                     try batcher.stage(batcher.batches(records), in: folder) {
                         try FramedFile.mark($0, name: list, in: folder)
-                    }.sync()
+                    }
                 }
+                // At most `maxUnsyncedFiles` envelopes wait open (a list of spans of many traces makes
+                // hundreds): past that, a list is synced at once.
+                if defers, envelopes.reduce(staged.count, { $0 + $1.count }) <= maxUnsyncedFiles {
+                    envelopes.append(staged)
+                    spent.append((list, cache))
+                    unsynced = RecoverySettlement(folder: folder, envelopes: envelopes, spent: spent, boot: boot)
+                } else {
+                    try staged.sync()
+                    remove(list: list, cache: cache, in: folder)
+                    removed = true
+                }
+            } else {
+                remove(list: list, cache: cache, in: folder)
+                // A captured list must not come back after power loss once its envelopes moved on (its marker
+                // would then read as another boot's, and its items would go out again).
+                removed = removed || entry.items > 0
             }
-            if let cache { folder.remove(cache) }
-            if (try? Failpoint.recoveryKeepsFiles.failIfArmed("unlink", list)) != nil { folder.remove(list) }
             Failpoint.recoveryListDone.hit()
         }
-        try folder.sync()
+        if removed { try folder.sync() }
         report.envelopes = try folder.stagedEnvelopes().count
+    }
+
+    /// The most envelopes whose sync recovery defers (each holds a descriptor until then).
+    private static let maxUnsyncedFiles = 64
+
+    /// Removes a list's cache, then the list: a cache left without its list would be read as live items.
+    static func remove(list: String, cache: String?, in folder: BufferFolder) {
+        guard cache.map(folder.remove) ?? true else { return }
+        if (try? Failpoint.recoveryKeepsFiles.failIfArmed("unlink", list)) != nil { folder.remove(list) }
     }
 
     /// Removes the claimed boots no claimed file of their generation needs any more: a file set aside, or
     /// one that could not be removed, keeps its generation's, by which its marker is judged.
-    private static func removeSpentBoots(folder: BufferFolder) {
+    static func removeSpentBoots(folder: BufferFolder) {
         guard let claimed = try? folder.names().compactMap({ name in claimedName(name).map { (name, $0) } }) else { return }
         let needed = Set(claimed.filter { $0.1.original != .boot }.map(\.1.generation))
         for (name, claim) in claimed where claim.original == .boot && !needed.contains(claim.generation) { folder.remove(name) }

@@ -15,6 +15,9 @@ final class UnsyncedFiles: @unchecked Sendable {
 
     deinit { for file in files { file.fd.close() } }
 
+    /// How many files it holds open.
+    var count: Int { files.count }
+
     /// Takes over `fd`, a file just created in the folder.
     func append(_ fd: FileDescriptor, path: String) { files.append((fd, path)) }
 

@@ -37,13 +37,17 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// read yet.
     case recoveryClaimed = "recovery.claimed"
 
-    /// Recovery published a list straight from its file and removed it and its IO cache; another list may
-    /// follow (the path taken after a process death, see `Recovery`).
+    /// Recovery published a list straight from its file (or removed it, when empty or already published);
+    /// another list may follow (the path taken after a process death, see `Recovery`).
     case recoveryListDone = "recovery.list-done"
 
     /// Recovery moved a list it is about to publish from its file (and the list's cache) into a generation
     /// of its own; the list's new marker is not written yet.
     case recoveryListMoved = "recovery.list-moved"
+
+    /// Recovery published the lists a killed process left and their envelopes moved on; the envelopes are
+    /// not synced yet, and the lists and their caches stay until they are (see `RecoverySettlement`).
+    case recoveryUnsynced = "recovery.unsynced"
 
     /// Start-up recovery fails at once (as when a claimed file cannot be read): its files stay claimed.
     case recoveryFails = "recovery.fails"

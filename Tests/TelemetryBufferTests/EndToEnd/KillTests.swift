@@ -355,13 +355,31 @@ final class KillTests: XCTestCase {
         XCTAssertFalse(after.contains { $0.hasPrefix("recovering-") }, "claimed files left: \(after)")
     }
 
+    /// A buffer released at once after a kill, without `close()`: its final forward, which may run before
+    /// the sync recovery queued for what it published (the folder is released after it), syncs that and
+    /// removes the lists, so that no claimed list is left to be published again from another boot.
+    func testABufferReleasedAtOnceAfterAKillLeavesNoClaimedList() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishStaged)
+        XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
+        var options = testOptions(folder)
+        options.dsn = demoDefaultDSN
+        options.maxCachedEnvelopes = 100_000
+        _ = try TelemetryBuffer(options: options)
+        LiveBuffers.awaitReleases()
+        let left = try FileManager.default.contentsOfDirectory(atPath: try folder.makeBufferFolder(dsn: demoDefaultDSN))
+        XCTAssertFalse(left.contains { $0.hasPrefix("recovering-") }, "claimed files left: \(left)")
+        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "released at once")
+    }
+
     /// A kill at each step of start-up recovery, then a second recovery.
     func testKillsAtEveryStepOfRecovery() throws {
         for strategy in Self.crashSafe {
             // Recovery publishes with the same steps as a flush: DoubleRotatingBuffer's lists straight from
             // their files, one after the other; FileStreamCache's files through `recovered`.
             let steps: [Failpoint] = strategy == .doubleRotatingBuffer
-                ? [.publishMarked, .publishStaged, .publishCaptured, .recoveryListDone]
+                ? [.publishMarked, .publishStaged, .publishCaptured, .recoveryListDone, .recoveryUnsynced]
                 : [.recoveryWritten, .recoveryRemoved, .publishMarked, .publishStaged, .publishCaptured]
             for step in steps {
                 let folder = try TemporaryDirectory()
