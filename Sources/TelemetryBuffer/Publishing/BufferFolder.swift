@@ -231,6 +231,7 @@ final class BufferFolder: @unchecked Sendable {
         }
     }
 
+    /// Removes `name`; returns whether it is gone (an absent file is), `false` once the folder is released.
     @discardableResult
     func remove(_ name: String) -> Bool {
         guard !isReleased else { return false }

@@ -340,7 +340,7 @@ final class KillTests: XCTestCase {
 
     /// A buffer closed cleanly leaves its lists behind, empty: the next start removes them with their
     /// caches, and moves, marks and syncs none of them, as it would to publish one. (Each start after a
-    /// clean close copied the boot, moved, marked and synced both: a millisecond or two of the first flush.)
+    /// clean close copied the boot, moved, marked and synced both.)
     func testEmptyListsAreRemovedWithoutBeingPublished() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
