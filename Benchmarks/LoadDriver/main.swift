@@ -32,9 +32,10 @@ func now() -> UInt64 {
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }
 
-/// A buffer with the library's defaults (limits, intervals), in a fresh folder, uploads off. With nothing
-/// draining the folder, both cache quotas are lifted: past them every forward would also evict an envelope
-/// (read, parse and delete one more file), which a buffer that uploads does not do at a steady state.
+/// A buffer with the library's defaults (limits, intervals; `IO_SYNC_MS` sets `ioSyncInterval`), in a fresh
+/// folder, uploads off. With nothing draining the folder, both cache quotas are lifted: past them every
+/// forward would also evict an envelope (read, parse and delete one more file), which a buffer that uploads
+/// does not do at a steady state.
 func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuffer {
     let folder = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
         .appendingPathComponent("tb-load-\(getpid())\(name)")
@@ -44,6 +45,10 @@ func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuf
     options.upload = false
     options.maxCachedEnvelopes = 1_000_000
     options.maxCacheBytes = 1 << 40
+    // IO_SYNC_MS: another `ioSyncInterval` (the power-loss window), to see what it costs a battery.
+    if let milliseconds = ProcessInfo.processInfo.environment["IO_SYNC_MS"].flatMap(Double.init) {
+        options.ioSyncInterval = milliseconds / 1000
+    }
     return try! TelemetryBuffer(options: options)
 }
 
