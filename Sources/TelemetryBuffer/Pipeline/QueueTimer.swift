@@ -16,6 +16,8 @@ import Foundation
 /// `set` arms it (replacing the deadline), `setUnlessArmed` only if it is not, `clear` disarms it; any thread
 /// may call them, the work included (a repeating timer sets itself again). A deadline is taken once: the
 /// work runs once per setting.
+///
+/// `@unchecked Sendable`: its state is under a lock, and a libdispatch timer may be set from any thread.
 final class QueueTimer: @unchecked Sendable {
     /// The deadline, and on Linux whether the thread was started and runs, when it sleeps until (`nil` while
     /// it works or is about to look again) and whether it ends.
@@ -155,6 +157,7 @@ final class QueueTimer: @unchecked Sendable {
 #if !canImport(Darwin)
 /// A wake-up whose timed wait runs on the monotonic clock: libdispatch's semaphores on Linux wait with
 /// `sem_timedwait`, on the wall clock, so a clock stepped back during a wait would prolong it by as much.
+/// `@unchecked Sendable`: `signalled` is touched only under the mutex.
 private final class MonotonicSignal: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
