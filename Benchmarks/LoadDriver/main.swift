@@ -140,10 +140,13 @@ func backToBack(adds: Int, rounds: Int) {
     accepted.sort()
     floor.sort()
     func figures(_ times: [UInt32]) -> String {
+        guard !times.isEmpty else { return "none" }
         let micro = { (fraction: Double) in String(format: "%.2f", Double(percentile(times, fraction)) / 1000) }
         return "p50 \(micro(0.5)) µs, p99 \(micro(0.99)) µs, p99.9 \(micro(0.999)) µs, max \(micro(1))"
     }
-    let ratio = { (times: [UInt32], fraction: Double) in Double(percentile(times, fraction)) / Double(max(1, percentile(floor, fraction))) }
+    let ratio = { (times: [UInt32], fraction: Double) in
+        times.isEmpty ? 0 : Double(percentile(times, fraction)) / Double(max(1, percentile(floor, fraction)))
+    }
     print("back to back, \(rounds) rounds of \(adds): add(log:) \(figures(library)) µs; the \(accepted.count) accepted " +
           "\(figures(accepted)) µs; floor \(figures(floor)) µs; add ÷ floor: p50 " +
           String(format: "%.2f×, p99 %.2f×, p99.9 %.2f×; accepted ÷ floor: p99 %.2f×", ratio(library, 0.5), ratio(library, 0.99),
