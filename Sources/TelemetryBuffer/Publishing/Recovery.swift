@@ -86,10 +86,7 @@ enum Recovery {
         sources.sort { ($0.created, $0.name) < ($1.created, $1.name) }
 
         // Publications of this boot are complete even if never synced; of another, only what was synced.
-        let thisBoot = Set(boots.filter { name in
-            // At most a boot ID's length: what else is there is not this boot's (a planted 3 GB file was read whole).
-            BootSession.current.map { FileSystem.contents(of: folder.path + "/" + name, limit: $0.utf8.count) == Array($0.utf8) } ?? false
-        }.compactMap { claimedName($0)?.generation })
+        let thisBoot = Set(boots.filter { namesThisBoot($0, in: folder) }.compactMap { claimedName($0)?.generation })
         var settled: [String] = [], trusted = false
         for index in sources.indices.reversed() {
             let claimed = claimedName(sources[index].name)!
@@ -322,9 +319,7 @@ enum Recovery {
         let owned = lists.contains(where: toPublish) && folder.copyBoot(BufferFile.boot.name, to: boot)
         // The sync may wait only where a kill before it leaves markers this boot's next start trusts: the
         // lists' generation dated by a copy that names this boot (`boot` may be older, if recording it failed).
-        let defers = owned && BootSession.current.map {
-            FileSystem.contents(of: folder.path + "/" + boot, limit: $0.utf8.count) == Array($0.utf8)
-        } ?? false
+        let defers = owned && namesThisBoot(boot, in: folder)
         var envelopes: [UnsyncedFiles] = [], spent: [(list: String, cache: String?)] = [], removed = false
         for entry in lists {
             var (list, cache) = (entry.list.name, entry.cache?.name)
@@ -367,6 +362,12 @@ enum Recovery {
         }
         if removed { try folder.sync() }
         report.envelopes = try folder.stagedEnvelopes().count
+    }
+
+    /// Whether the boot file `name` holds this boot's ID (never where the boot is unknown). Read up to the
+    /// ID's length: what else is there is not this boot's (a planted 3 GB file was read whole).
+    private static func namesThisBoot(_ name: String, in folder: BufferFolder) -> Bool {
+        BootSession.current.map { FileSystem.contents(of: folder.path + "/" + name, limit: $0.utf8.count) == Array($0.utf8) } ?? false
     }
 
     /// The most envelopes whose sync recovery defers (each holds a descriptor until then).
