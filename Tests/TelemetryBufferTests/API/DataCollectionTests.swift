@@ -108,9 +108,10 @@ final class DataCollectionTests: XCTestCase {
     func testRemoveAllDataAfterAKillLeavesNothingOfThatRunToSend() throws {
         let server = try TestServer(script: TestServer.sequence([]))
         defer { server.stop() }
-        // A run killed mid-way, leaving items in its lists and envelopes on disk.
+        // A run killed mid-way, in its first forward: a list marked `publishing`, its envelopes staged. (A kill
+        // at a moment chosen by time can find both lists just published: nothing for recovery then.)
         let killed = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", server.dsn, "--count", "10000000",
-                                   "--max-envelopes", "100000"], killAfter: 200_000)
+                                   "--max-envelopes", "100000"], failpoint: .publishStaged)
         XCTAssertEqual(killed.status, -SIGKILL, killed.errors)
         XCTAssertTrue(killed.output.contains("ack "), "the child added items before the kill")
 
@@ -174,7 +175,7 @@ final class DataCollectionTests: XCTestCase {
     /// Revoked at start, with a custom transport: what recovery publishes of a killed run is deleted, never
     /// handed to the transport.
     func testARevokedBufferHandsNothingRecoveredToItsTransport() throws {
-        let killed = try Demo.run(["stress", "--dir", directory.url.path, "--count", "10000000"], killAfter: 400_000)
+        let killed = try Demo.run(["stress", "--dir", directory.url.path, "--count", "10000000"], failpoint: .publishStaged)
         XCTAssertEqual(killed.status, -SIGKILL, killed.errors)
         let transport = Recording()
         let buffer = try TelemetryBuffer(options: testOptions(directory) {
