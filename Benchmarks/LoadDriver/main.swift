@@ -53,20 +53,43 @@ func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuf
 }
 
 /// The resident set, in KiB: total, anonymous, file-backed and shared memory from /proc/self/status, and
-/// from /proc/self/smaps_rollup the dirty pages (private and shared: what a phone counts, a mapped list's
-/// written pages among them until the kernel writes them back) and the clean ones (code, read files).
-typealias Resident = (total: Int, anon: Int, file: Int, shmem: Int, dirty: Int, clean: Int)
+/// from /proc/self/smaps the dirty pages (private and shared: what a phone counts, a mapped list's written
+/// pages among them until the kernel writes them back) and the clean ones (code, read files). Dirty pages
+/// are split by where they are: the buffer's own files (`tb-load-` folders: the mapped lists), anonymous
+/// memory (heap, threads' stacks and malloc arenas) and other files (in the first run after a build, the
+/// driver's own binary: its pages stay dirty in the page cache until written back, and appear here).
+typealias Resident = (total: Int, anon: Int, file: Int, shmem: Int, dirty: Int, clean: Int,
+                      dirtyLists: Int, dirtyAnonymous: Int, dirtyOthers: Int)
 func residentKiB() -> Resident {
-    func fields(_ path: String) -> (String) -> Int {
-        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-        return { name in
-            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
-            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
+    func read(_ path: String) -> String {
+        String(decoding: FileHandle(forReadingAtPath: path)?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+    }
+    let status = read("/proc/self/status").split(separator: "\n")
+    func field(_ name: String) -> Int {
+        guard let line = status.first(where: { $0.hasPrefix(name + ":") }) else { return 0 }
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "0") ?? 0
+    }
+    var (clean, lists, anonymous, others) = (0, 0, 0, 0)
+    var mapping = ""
+    for line in read("/proc/self/smaps").split(separator: "\n") {
+        let words = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard let first = words.first else { continue }
+        if first.contains("-"), first.allSatisfy({ $0.isHexDigit || $0 == "-" }) {
+            mapping = words.count > 5 ? String(words[5]) : ""
+            continue
+        }
+        let kiB = words.count > 1 ? Int(words[1]) ?? 0 : 0
+        switch first {
+        case "Private_Clean:", "Shared_Clean:": clean += kiB
+        case "Private_Dirty:", "Shared_Dirty:":
+            if mapping.contains("/tb-load-") { lists += kiB }
+            else if mapping.hasPrefix("/") { others += kiB }
+            else { anonymous += kiB }
+        default: break
         }
     }
-    let status = fields("/proc/self/status"), rollup = fields("/proc/self/smaps_rollup")
-    return (status("VmRSS"), status("RssAnon"), status("RssFile"), status("RssShmem"),
-            rollup("Private_Dirty") + rollup("Shared_Dirty"), rollup("Private_Clean") + rollup("Shared_Clean"))
+    return (field("VmRSS"), field("RssAnon"), field("RssFile"), field("RssShmem"), lists + anonymous + others, clean,
+            lists, anonymous, others)
 }
 
 func percentile(_ sorted: [UInt32], _ fraction: Double) -> UInt32 {
@@ -183,14 +206,20 @@ func memory(_ strategy: Options.Strategy, warm: Bool) {
     let added = residentKiB()
     buffer.flush()
     let flushed = residentKiB()
+    // What the kernel's periodic writeback (dirty pages older than 30 s) makes of the lists' written pages:
+    // clean, still mapped. `sync()` starts it now.
+    sync()
+    let written = residentKiB()
     func line(_ label: String, _ value: Resident) -> String {
         "\(label) \(value.total) KiB (anon \(value.anon), file \(value.file), shmem \(value.shmem)), " +
-        "+\(value.total - before.total) KiB, dirty +\(value.dirty - before.dirty) KiB, clean +\(value.clean - before.clean) KiB"
+        "+\(value.total - before.total) KiB, dirty +\(value.dirty - before.dirty) KiB " +
+        "(lists +\(value.dirtyLists - before.dirtyLists), anonymous +\(value.dirtyAnonymous - before.dirtyAnonymous), " +
+        "other files +\(value.dirtyOthers - before.dirtyOthers)), clean +\(value.clean - before.clean) KiB"
     }
     let warmUp = warm ? " (the warm-up +\(before.total - initial.total) KiB)" : ""
     print("memory \(strategy.rawValue)\(warm ? " (warm)" : ""): before \(before.total) KiB (anon \(before.anon), file \(before.file), " +
           "dirty \(before.dirty), clean \(before.clean))\(warmUp); " +
-          line("created", created) + "; " + line("100,000 adds", added) + "; " + line("flushed", flushed))
+          line("created", created) + "; " + line("100,000 adds", added) + "; " + line("flushed", flushed) + "; " + line("written back", written))
     withExtendedLifetime(buffer) {}
 }
 
