@@ -6,15 +6,18 @@ enum FileSystem {
     /// Creates `url` and its parents if missing, and checks it is a writable directory.
     static func makeDirectory(_ url: URL) throws {
         let path = url.path
-        do {
-            // Private: other users have no business listing or planting files here.
-            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw TelemetryBufferError.unusableCacheDirectory(path: path, reason: "cannot create it (\(error))")
+        // Private: other users have no business listing or planting files here. One `mkdir` where the parent
+        // exists (every start but the first): FileManager walks and checks every component of the path.
+        if mkdir(path, 0o700) != 0 && errno != EEXIST {
+            do {
+                try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw TelemetryBufferError.unusableCacheDirectory(path: path, reason: "cannot create it (\(error))")
+            }
         }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
             throw TelemetryBufferError.unusableCacheDirectory(path: path, reason: "it is not a directory")
         }
         guard access(path, W_OK | X_OK) == 0 else {

@@ -67,6 +67,19 @@ final class OptionsTests: XCTestCase {
         }
     }
 
+    func testACacheDirectoryIsCreatedWithItsMissingParentsAndKeptPrivate() throws {
+        let nested = directory.url.appendingPathComponent("a/b/c", isDirectory: true)
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.cacheDirectory = nested })
+        defer { buffer.close() }
+        XCTAssertTrue(buffer.add(log: .test("kept")))
+        for folder in [nested, buffer.directory] {
+            var status = stat()
+            XCTAssertEqual(stat(folder.path, &status), 0, folder.path)
+            XCTAssertEqual(status.st_mode & S_IFMT, S_IFDIR, folder.path)
+            XCTAssertEqual(status.st_mode & 0o077, 0, "\(folder.path): no access for others")
+        }
+    }
+
     func testUnusableCacheDirectoriesAreRejected() throws {
         let file = directory.url.appendingPathComponent("a-file")
         try Data("x".utf8).write(to: file)
