@@ -21,7 +21,8 @@ import Musl
 /// crash first. With `--survive-first`, a SIGSEGV sent to the process is survived after N items (a previous
 /// handler returns) and a flush follows; with `--then-pace-us P` as well, an abort is survived instead
 /// (which `abort()` would raise again, so its handler is settled only a second later), no flush follows,
-/// and the N items after it are added P µs apart, past that second.
+/// and items after it are added P µs apart until N of them were acknowledged (refused ones do not count;
+/// it gives up after 30 s).
 enum Crash {
     static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "sent-segv", "kill",
                         "term"]
@@ -70,6 +71,7 @@ enum Crash {
                 }
             }.start()
         }
+        var acknowledgedAfter = 0
         for seq in items {
             if seq == removeAt {
                 if diesDuringRemoval {
@@ -100,7 +102,18 @@ enum Crash {
                 options.dsn = second
                 buffers = [try TelemetryBuffer(options: options)]
             }
-            add(seq * threads, to: buffers, trace: trace, spans: spans, metrics: metrics)
+            let acknowledged = add(seq * threads, to: buffers, trace: trace, spans: spans, metrics: metrics)
+            if survive, seq >= count, acknowledged { acknowledgedAfter += 1 }
+        }
+        if survive, pace > 0 {
+            // However long the settling takes (a loaded machine, strace): on until N are acknowledged after it.
+            var seq = items.upperBound
+            let giveUp = Date().addingTimeInterval(30)
+            while acknowledgedAfter < count, Date() < giveUp {
+                usleep(useconds_t(pace))
+                if add(seq * threads, to: buffers, trace: trace, spans: spans, metrics: metrics) { acknowledgedAfter += 1 }
+                seq += 1
+            }
         }
         if arguments.flag("when-held") { try awaitHeldFailpoint() }
         if arguments.flag("fork-child") { forkChild(buffers, trace: trace) }
@@ -134,7 +147,9 @@ enum Crash {
     /// Adds item `item` (a log, with `spans` a span, with `metrics` a counter `item` with the attribute
     /// `seq`) to each buffer, then prints `ack <item>`, or
     /// `drop <item>` and what was dropped, in `stress`'s form (unbuffered, one `write` per line).
-    private static func add(_ item: Int, to buffers: [TelemetryBuffer], trace: TraceID, spans: Bool, metrics: Bool) {
+    /// Adds item `item` to every buffer and prints its line; returns whether every add took it.
+    @discardableResult
+    private static func add(_ item: Int, to buffers: [TelemetryBuffer], trace: TraceID, spans: Bool, metrics: Bool) -> Bool {
         var dropped: [String] = []
         for buffer in buffers {
             if !buffer.add(log: Log(level: .info, body: "item \(item)", traceID: trace)) { dropped.append("log") }
@@ -149,6 +164,7 @@ enum Crash {
         }
         let line = dropped.isEmpty ? "ack \(item)\n" : "drop \(item) \(dropped.joined(separator: " "))\n"
         FileHandle.standardOutput.write(Data(line.utf8))
+        return dropped.isEmpty
     }
 
     /// Waits until a failpoint armed with `hold` has stopped a background thread at its step (it creates

@@ -76,19 +76,24 @@ final class QueueTimerTests: XCTestCase {
         waitForRun("armed once the timer was not")
     }
 
+    // The deadlines leave 300 ms for the next call (a loaded machine may not run this thread for a while),
+    // and the wait goes 300 ms past them.
+
     func testAClearedTimerDoesNotFire() {
         let timer = makeTimer()
         defer { timer.end() }
-        timer.set(at: .now() + .milliseconds(20))
+        let deadline = DispatchTime.now() + .milliseconds(300)
+        timer.set(at: deadline)
         timer.clear()
-        XCTAssertEqual(ran.wait(timeout: .now() + .milliseconds(200)), .timedOut, "it fired once cleared")
+        XCTAssertEqual(ran.wait(timeout: deadline + .milliseconds(300)), .timedOut, "it fired once cleared")
     }
 
     func testAnEndedTimerDoesNotFire() {
         let timer = makeTimer()
-        timer.set(at: .now() + .milliseconds(20))
+        timer.set(at: .now() + .milliseconds(300))
         timer.end()
-        timer.set(at: .now() + .milliseconds(20))
-        XCTAssertEqual(ran.wait(timeout: .now() + .milliseconds(200)), .timedOut, "it fired once ended")
+        let deadline = DispatchTime.now() + .milliseconds(300)
+        timer.set(at: deadline)
+        XCTAssertEqual(ran.wait(timeout: deadline + .milliseconds(300)), .timedOut, "it fired once ended")
     }
 }

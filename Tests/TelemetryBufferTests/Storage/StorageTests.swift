@@ -804,19 +804,10 @@ final class StorageTests: XCTestCase {
 
     /// `ulimit -f` makes the file system refuse the list's preallocation, as a full disk would.
     func testAFullDiskFailsAtCreationWithAClearError() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "trap '' XFSZ; ulimit -f 16; exec \"$0\" stress --dir \"$1\" --count 1",
-                             Demo.executable.path, directory.url.path]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationReason, .exit, "an error, not a crash")
-        XCTAssertEqual(process.terminationStatus, 1)
-        XCTAssertTrue(message.contains("crash-safe-list-1") && message.contains("File too large"), message)
+        let run = try Demo.run(["-c", "trap '' XFSZ; ulimit -f 16; exec \"$0\" stress --dir \"$1\" --count 1",
+                                Demo.executable.path, directory.url.path], program: URL(fileURLWithPath: "/bin/sh"))
+        XCTAssertEqual(run.status, 1, "an error, not a crash: \(run.errors)")
+        XCTAssertTrue(run.errors.contains("crash-safe-list-1") && run.errors.contains("File too large"), run.errors)
     }
 
     func testACommitWaitsForTheRecordsReservedBeforeIt() throws {
