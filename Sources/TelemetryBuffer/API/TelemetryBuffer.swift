@@ -120,8 +120,10 @@ public final class TelemetryBuffer: Sendable {
             LiveBuffers.awaitReleases(of: assembly.directory.path)
             do {
                 lock = try FolderLock(folder: assembly.directory.appendingPathComponent(BufferFolder.name).path)
-            } catch let error as TelemetryBufferError {
-                if case .folderInUse = error { throw error }
+            } catch let error as TelemetryBufferError where error.code == .folderInUse {
+                throw error
+            } catch is TelemetryBufferError {
+                // Not to be had yet (the folder cannot be made either): taken when the folder opens.
             }
         }
         parts = Locked(opened)

@@ -67,8 +67,8 @@ struct ProtectedDataUnavailable: Error, CustomStringConvertible {
         #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
         guard protection != .none else { return false }
         switch error {
-        case TelemetryBufferError.fileSystem(_, _, let code):
-            return code == EPERM || code == EACCES
+        case let error as TelemetryBufferError where error.code == .fileSystem:
+            return error.errno == EPERM || error.errno == EACCES
         case let error as CocoaError:
             return error.code == .fileReadNoPermission || error.code == .fileWriteNoPermission
         default:

@@ -167,7 +167,7 @@ enum FileSystem {
         let fd: FileDescriptor
         do {
             fd = try openFile(path, O_RDONLY)
-        } catch TelemetryBufferError.fileSystem(_, _, ENOENT) {
+        } catch let error as TelemetryBufferError where error.errno == ENOENT {
             return nil
         }
         defer { fd.close() }
@@ -204,7 +204,7 @@ enum FileSystem {
             let fd: FileDescriptor
             do {
                 fd = try openFile(name, O_RDONLY, in: directoryFD, path: directoryPath + "/" + name)
-            } catch TelemetryBufferError.fileSystem(_, _, ENOENT) {
+            } catch let error as TelemetryBufferError where error.errno == ENOENT {
                 continue
             } catch is ForeignFile {
                 continue

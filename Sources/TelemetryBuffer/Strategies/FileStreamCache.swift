@@ -201,8 +201,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                         return writev(fd.rawValue, vectors.baseAddress, 2)
                     }
                 }
-            } catch TelemetryBufferError.fileSystem(_, _, let code) {
-                return code
+            } catch let error as TelemetryBufferError where error.errno != nil {
+                return error.errno!
             } catch {
                 return EIO
             }

@@ -345,7 +345,7 @@ final class DataCollectionTests: XCTestCase {
         XCTAssertEqual(transport.bodies.withLock { $0 }, ["kept"])
         buffer.close()
         XCTAssertThrowsError(try buffer.removeAllData()) { error in
-            guard case TelemetryBufferError.closed = error else { return XCTFail("\(error)") }
+            XCTAssertEqual((error as? TelemetryBufferError)?.code, .closed, "\(error)")
         }
     }
 }

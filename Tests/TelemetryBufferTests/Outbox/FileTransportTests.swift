@@ -184,9 +184,10 @@ final class FileTransportTests: XCTestCase {
         let transport = try FileTransport(directory: folder)
         try FileManager.default.removeItem(at: folder)
         XCTAssertThrowsError(try transport.send(envelope("lost"))) { error in
-            guard case .fileSystem(let operation, _, let code) = error as? TelemetryBufferError else { return XCTFail("\(error)") }
-            XCTAssertEqual(operation, "open")
-            XCTAssertEqual(code, ENOENT)
+            guard let error = error as? TelemetryBufferError, error.code == .fileSystem else { return XCTFail("\(error)") }
+            XCTAssertEqual(error.operation, "open")
+            XCTAssertEqual(error.errno, ENOENT)
+            XCTAssertTrue(error.description.hasPrefix("open '"), error.description)
         }
     }
 

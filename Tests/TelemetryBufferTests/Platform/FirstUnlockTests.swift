@@ -146,7 +146,7 @@ final class FirstUnlockTests: XCTestCase {
                 buffer!.close()
                 XCTAssertFalse(buffer!.add(log: .test("after close")))
                 XCTAssertThrowsError(try buffer!.removeAllData()) {
-                    guard case TelemetryBufferError.closed = $0 else { return XCTFail("\($0)") }
+                    XCTAssertEqual(($0 as? TelemetryBufferError)?.code, .closed, "\($0)")
                 }
             }
             XCTAssertEqual(reports.peek()?.quantity(.internalSDKError, .logItem), 3, "released \(released)")
@@ -171,7 +171,9 @@ final class FirstUnlockTests: XCTestCase {
         let buffer = try TelemetryBuffer(options: options(.doubleRotatingBuffer, locked: locked))
         XCTAssertTrue(buffer.add(log: .test("removed")))
         XCTAssertThrowsError(try buffer.removeAllData()) {
-            guard case TelemetryBufferError.fileSystem(_, _, EPERM) = $0 else { return XCTFail("\($0)") }
+            let error = $0 as? TelemetryBufferError
+            XCTAssertEqual(error?.code, .fileSystem, "\($0)")
+            XCTAssertEqual(error?.errno, EPERM, "\($0)")
         }
         XCTAssertEqual(buffer.stats().bufferedItems, 0)
         locked.withLock { $0 = false }
@@ -265,7 +267,7 @@ final class FirstUnlockTests: XCTestCase {
     func testAnotherFailureStillThrowsFromInit() throws {
         let first = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertThrowsError(try TelemetryBuffer(options: options(.flushAll, locked: Locked(false)))) {
-            guard case TelemetryBufferError.folderInUse = $0 else { return XCTFail("\($0)") }
+            XCTAssertEqual(($0 as? TelemetryBufferError)?.code, .folderInUse, "\($0)")
         }
         first.close()
     }
@@ -277,7 +279,7 @@ final class FirstUnlockTests: XCTestCase {
         let waiting = try TelemetryBuffer(options: options(.fileStreamCache, locked: locked))
         for second in [Locked(false), locked] {
             XCTAssertThrowsError(try TelemetryBuffer(options: options(.flushAll, locked: second))) {
-                guard case TelemetryBufferError.folderInUse = $0 else { return XCTFail("\($0)") }
+                XCTAssertEqual(($0 as? TelemetryBufferError)?.code, .folderInUse, "\($0)")
             }
         }
         XCTAssertTrue(waiting.add(log: .test("held")))

@@ -47,11 +47,11 @@ final class HostileFolderTests: XCTestCase {
             let planted = buffer.appendingPathComponent(name)
             XCTAssertEqual(mkfifo(planted.path, 0o600), 0)
             XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory) { $0.strategy = strategy })) { error in
-                guard case TelemetryBufferError.unusableCacheDirectory(let path, let reason) = error else {
+                guard let error = error as? TelemetryBufferError, error.code == .unusableCacheDirectory else {
                     return XCTFail("\(strategy): \(error)")
                 }
-                XCTAssertEqual(path, buffer.path, "\(strategy)")
-                XCTAssertTrue(reason.contains(name), "\(strategy): \(reason)")
+                XCTAssertEqual(error.path, buffer.path, "\(strategy)")
+                XCTAssertTrue(error.reason.contains(name), "\(strategy): \(error.reason)")
             }
             var status = stat()
             XCTAssertEqual(lstat(planted.path, &status), 0, "\(strategy): the FIFO stays")

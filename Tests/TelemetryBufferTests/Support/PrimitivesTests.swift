@@ -78,9 +78,10 @@ final class DSNTests: XCTestCase {
         ]
         for (text, reason) in cases {
             XCTAssertThrowsError(try DSN(text), text) { error in
-                guard case .invalidDSN(let dsn, let why) = error as? TelemetryBufferError else {
+                guard let error = error as? TelemetryBufferError, error.code == .invalidDSN, let dsn = error.dsn else {
                     return XCTFail("\(text): \(error)")
                 }
+                let why = error.reason
                 XCTAssertEqual(dsn, ["https://k:s%20t@h/1": "https://k:***@h/1", "https://k%0D%0AX:1@h/1": "https://k%0D%0AX:***@h/1"][text] ?? text)
                 XCTAssertTrue(why.contains(reason), "\(text): '\(why)' should mention \(reason)")
             }
