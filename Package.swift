@@ -12,7 +12,10 @@ let package = Package(
         // What Swift cannot do: promise async-signal-safety (the crash handler, the atomics it reads),
         // reach the CPU's CRC-32C and vector instructions (checksums, the scan of JSON strings), and load
         // the system's zlib at run time (gzip of uploads; `dlopen` is in libdl before glibc 2.34).
-        .target(name: "CTelemetrySignals", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
+        // Its test hook (the crash handler's pause) exists in debug builds only, as the failpoints below.
+        .target(name: "CTelemetrySignals",
+                cSettings: [.define("TELEMETRY_BUFFER_FAILPOINTS", .when(configuration: .debug))],
+                linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // Its privacy manifest (Apple's required-reason APIs, the data it collects) is a resource. Failpoints
         // (test hooks that kill, crash or stall the process at a named step) exist in debug builds only: a
         // release build of the library reads no such variable from the environment.

@@ -43,9 +43,11 @@ static struct timespec returned_at;
 
 int tb_forked_child;
 
+#ifdef TELEMETRY_BUFFER_FAILPOINTS
 static const char *test_pause_path;
 static int test_pause_ms;
 static int test_pause_when_owned;
+#endif
 
 // What the writing handler did, so that it can be undone if the process survives the signal.
 typedef struct undo {
@@ -102,6 +104,7 @@ static void temporary_name(const char *name, char *temporary) {
     temporary[length] = 0;
 }
 
+#ifdef TELEMETRY_BUFFER_FAILPOINTS
 static void pause_for_test(int owned) {
     if (test_pause_path == NULL || owned != test_pause_when_owned) return;
     int fd = open(test_pause_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -109,6 +112,10 @@ static void pause_for_test(int owned) {
     struct timespec pause = { test_pause_ms / 1000, (long)(test_pause_ms % 1000) * 1000000L };
     while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
 }
+#else
+// Release builds: the handler never pauses, whatever the environment says.
+#define pause_for_test(owned) ((void)0)
+#endif
 
 // MARK: DoubleRotatingBuffer: sync the mapped lists
 
@@ -497,11 +504,13 @@ void tb_crash_unregister(int slot) {
     }
 }
 
+#ifdef TELEMETRY_BUFFER_FAILPOINTS
 void tb_crash_test_pause(const char *path, int pause_ms, int when_owned) {
     test_pause_ms = pause_ms;
     test_pause_when_owned = when_owned;
     __atomic_store_n(&test_pause_path, path, __ATOMIC_RELEASE);
 }
+#endif
 
 static void mark_forked_child(void) { __atomic_store_n(&tb_forked_child, 1, __ATOMIC_RELAXED); }
 

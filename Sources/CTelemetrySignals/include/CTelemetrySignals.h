@@ -178,7 +178,8 @@ int tb_crash_settle(void);
 /// Test hook: from now on the handler, once it has taken a target (and claimed its regions), creates the
 /// file `path` and sleeps `pause_ms` before it reads them (so a test can unregister the target meanwhile);
 /// with `when_owned`, instead once it has taken the handler, before it writes anything (so a test can
-/// crash another thread meanwhile). `path` must outlive it.
+/// crash another thread meanwhile). `path` must outlive it. Debug builds only (`TELEMETRY_BUFFER_FAILPOINTS`,
+/// as the Swift failpoints that call it): a release build of this target has no such function.
 void tb_crash_test_pause(const char *path, int pause_ms, int when_owned);
 
 /// Gives the calling thread an alternate signal stack of TB_CRASH_ALTERNATE_STACK_SIZE bytes, unless it
