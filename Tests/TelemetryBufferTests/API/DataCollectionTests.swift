@@ -279,7 +279,7 @@ final class DataCollectionTests: XCTestCase {
 
     func testRemoveAllDataLeavesWhatIsNotTheBuffersAlone() throws {
         let options = testOptions(directory)
-        let envelopes = directory.url.appendingPathComponent(SHA1.hex(options.dsn.utf8)).appendingPathComponent("envelopes")
+        let envelopes = directory.envelopesFolder(options.dsn)
         let directoryEnvelope = envelopes.appendingPathComponent("0000000000000001-000000-00000000.envelope")
         try FileManager.default.createDirectory(at: directoryEnvelope, withIntermediateDirectories: true)
         let buffer = try TelemetryBuffer(options: options)

@@ -95,7 +95,7 @@ extension XCTestCase {
     /// The names of the logs (their bodies), with `spans` of the spans, and with `metrics` of the metrics
     /// (`item <seq>`, from their attribute `seq`) in the envelopes a recovery left.
     private func deliveredNames(in folder: TemporaryDirectory, spans: Bool, metrics: Bool = false) throws -> [(kind: String, names: [String])] {
-        let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
+        let envelopes = folder.envelopesFolder(demoDefaultDSN)
         var kinds = [("log", try logBodies(in: envelopes))]
         if spans {
             kinds.append(("span", try walkEnvelopes(in: envelopes).flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
@@ -109,8 +109,7 @@ extension XCTestCase {
     }
 
     private func assertNoStagedFiles(in folder: TemporaryDirectory, _ label: String, file: StaticString, line: UInt) throws {
-        let leftovers = try FileManager.default.contentsOfDirectory(
-            atPath: folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer").path)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder.bufferFolder(demoDefaultDSN).path)
         XCTAssertFalse(leftovers.contains { $0.hasPrefix("envelope-") || $0.hasPrefix("recovered") || $0 == "flushing" },
                        "\(label): staged files left after a clean recovery: \(leftovers)", file: file, line: line)
     }

@@ -174,7 +174,7 @@ final class KillTests: XCTestCase {
         XCTAssertEqual(killed.status, -SIGKILL, "the first part must have been published")
         let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
         XCTAssertEqual(recovery.status, 0, recovery.errors)
-        let envelopes = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("envelopes")
+        let envelopes = folder.envelopesFolder(demoDefaultDSN)
         let bodies = try logBodies(in: envelopes)
         XCTAssertTrue(bodies.sorted() == expected.sorted(), "\(bodies.count) delivered of \(expected.count)")
     }
@@ -188,8 +188,7 @@ final class KillTests: XCTestCase {
         let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .syncFails)
         XCTAssertEqual(stress.status, 0, stress.errors)
         XCTAssertTrue(stress.errors.contains("could not sync published envelopes"), stress.errors)
-        let files = try FileManager.default.contentsOfDirectory(
-            atPath: folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer").path)
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.bufferFolder(demoDefaultDSN).path)
         XCTAssertFalse(files.contains("boot"), "\(files)")
         XCTAssertTrue(files.contains { $0.hasPrefix("awaiting-sync-") }, "\(files)")
         let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
@@ -272,7 +271,7 @@ final class KillTests: XCTestCase {
                                    "--spans", "--max-envelopes", "100000"], failing: .streamReadFails)
         XCTAssertEqual(stress.status, 0, stress.errors)
         XCTAssertTrue(stress.errors.contains("could not publish flushing"), stress.errors)
-        let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent(BufferFolder.name)
+        let buffers = folder.bufferFolder(demoDefaultDSN)
         XCTAssertTrue(FileManager.default.fileExists(atPath: buffers.appendingPathComponent(BufferFile.streamFlushing.name).path))
         let recovery = try Demo.recover(folder, .fileStreamCache)
         XCTAssertEqual(recovery.status, 0, recovery.errors)
@@ -304,7 +303,7 @@ final class KillTests: XCTestCase {
     func testAPlantedGenerationDoesNotWedgeRecovery() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+        let buffers = folder.bufferFolder(demoDefaultDSN)
         // Killed with a list marked and nothing staged: only the list holds its items.
         let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishMarked)
         XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
@@ -327,7 +326,7 @@ final class KillTests: XCTestCase {
         let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishCaptured)
         XCTAssertEqual(stress.status, -SIGKILL)
         // Power loss: the envelopes were never synced; the restart is another boot.
-        let buffer = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+        let buffer = folder.bufferFolder(demoDefaultDSN)
         for name in try FileManager.default.contentsOfDirectory(atPath: buffer.path) where name.hasPrefix("envelope-") {
             try FileManager.default.removeItem(at: buffer.appendingPathComponent(name))
         }

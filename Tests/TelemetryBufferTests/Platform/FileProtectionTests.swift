@@ -32,7 +32,7 @@ final class FileProtectionTests: XCTestCase {
     }
 
     func testFoldersAreProtectedBeforeAnythingIsCreatedInThemAndLeftFilesOnceLocked() throws {
-        let dsnFolder = directory.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).path
+        let dsnFolder = directory.dsnFolder().path
         let folders = [dsnFolder, dsnFolder + "/telemetry-buffer", dsnFolder + "/envelopes"]
         let first = Locked<[Call]>([])
         let buffer = try TelemetryBuffer(options: options(first))

@@ -47,7 +47,7 @@ final class CopyOnWriteTests: XCTestCase {
         XCTAssertEqual(stress.status, 0, "the stress must survive the full disk: \(stress.errors.suffix(2000))", file: file, line: line)
         XCTAssertTrue(stress.lines.contains { $0.hasPrefix("drop") }, "the disk never filled up", file: file, line: line)
         XCTAssertTrue(stress.errors.contains("keeps its lists in memory"), stress.errors, file: file, line: line)
-        let bufferFolder = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent(BufferFolder.name)
+        let bufferFolder = folder.bufferFolder(demoDefaultDSN)
         let stored = try FileManager.default.contentsOfDirectory(atPath: bufferFolder.path)
         XCTAssertFalse(stored.contains { $0.hasPrefix("crash-safe-list-") }, "no mapped list: \(stored)", file: file, line: line)
 

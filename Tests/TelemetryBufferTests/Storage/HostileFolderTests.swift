@@ -10,12 +10,10 @@ final class HostileFolderTests: XCTestCase {
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
     override func tearDown() { directory.remove() }
 
-    private var dsnFolder: URL { directory.url.appendingPathComponent(SHA1.hex(testDSN.utf8)) }
-
     /// Two expired envelopes that each claim `Int.max` items: counting them as dropped, at start and in
     /// `stats()`, saturates instead of trapping on overflow.
     func testCraftedItemCountsSaturateInsteadOfTrapping() throws {
-        let envelopes = dsnFolder.appendingPathComponent("envelopes")
+        let envelopes = directory.envelopesFolder()
         try FileManager.default.createDirectory(at: envelopes, withIntermediateDirectories: true)
         let crafted = "{}\n{\"type\":\"log\",\"item_count\":9223372036854775807,\"length\":2}\n{}\n"
         for index in 0..<2 {
@@ -39,11 +37,11 @@ final class HostileFolderTests: XCTestCase {
     /// into) is neither opened, followed nor moved: the buffer does not start, and says which file is in
     /// the way. (A FIFO named `flushing` was replaced by the stream cache's first rotation.)
     func testAForeignFileWhereTheBufferKeepsItsItemsFailsStartClearly() throws {
-        let buffer = dsnFolder.appendingPathComponent(BufferFolder.name)
+        let buffer = directory.bufferFolder()
         for (strategy, name) in [(Options.Strategy.doubleRotatingBuffer, BufferFile.crashSafeList(1).name),
                                  (.fileStreamCache, BufferFile.streamCache.name),
                                  (.fileStreamCache, BufferFile.streamFlushing.name)] {
-            try FileManager.default.createDirectory(at: buffer, withIntermediateDirectories: true)
+            _ = try directory.makeBufferFolder()
             let planted = buffer.appendingPathComponent(name)
             XCTAssertEqual(mkfifo(planted.path, 0o600), 0)
             XCTAssertThrowsError(try TelemetryBuffer(options: testOptions(directory) { $0.strategy = strategy })) { error in
@@ -66,7 +64,7 @@ final class HostileFolderTests: XCTestCase {
     /// also when the indices wrap at 2^32 (a planted marker names the last ones).
     func testEnvelopeIndicesAfterAFailedRecoveryMissEveryOlderMarker() throws {
         for wrapping in [false, true] {
-            let bufferFolder = try BufferFolder(path: dsnFolder.appendingPathComponent(BufferFolder.name).path)
+            let bufferFolder = try BufferFolder(path: directory.bufferFolder().path)
             // An earlier process's stream cache, claimed; its publication was cut after the marker.
             try plantClaimed("recovering-0-" + BufferFile.streamFlushing.name, marker: .init(state: .publishing, firstEnvelope: 0, envelopeCount: 4), in: bufferFolder)
             if wrapping {
@@ -81,13 +79,13 @@ final class HostileFolderTests: XCTestCase {
                                       failpoint: .publishCaptured, failing: .recoveryFails)
             XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
             // (Its diagnostic may not be printed before the kill: the claimed file still there says it.)
-            let left = try FileManager.default.contentsOfDirectory(atPath: dsnFolder.appendingPathComponent(BufferFolder.name).path)
+            let left = try FileManager.default.contentsOfDirectory(atPath: directory.bufferFolder().path)
             XCTAssertTrue(left.contains("recovering-0-" + BufferFile.streamFlushing.name), "recovery failed: \(left)")
             let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--strategy", "fileStreamCache",
                                          "--max-envelopes", "100000"])
             XCTAssertEqual(recovery.status, 0, recovery.errors)
             try assertDelivered(stress, in: directory, spans: false, crashSafe: true, "after a failed recovery, wrapping: \(wrapping)")
-            try FileManager.default.removeItem(at: dsnFolder)
+            try FileManager.default.removeItem(at: directory.dsnFolder())
         }
     }
 
@@ -122,9 +120,8 @@ final class HostileFolderTests: XCTestCase {
         try Data("precious".utf8).write(to: victim)
         for (name, planted) in [("boot", "link"), ("boot", "fifo"), ("envelope-7", "link"), ("flushing", "fifo"),
                                 ("." + BufferFile.crashSafeList(1).name + ".tmp", "link")] {
-            let folder = dsnFolder.appendingPathComponent("telemetry-buffer")
-            try? FileManager.default.removeItem(at: dsnFolder)
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try? FileManager.default.removeItem(at: directory.dsnFolder())
+            let folder = URL(fileURLWithPath: try directory.makeBufferFolder(), isDirectory: true)
             let path = folder.appendingPathComponent(name).path
             if planted == "link" {
                 try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: victim.path)
@@ -155,8 +152,8 @@ final class HostileFolderTests: XCTestCase {
     /// 1 GiB is set aside unread instead of being read whole at start, and an `.envelope` of 3 MiB is
     /// skipped by `stats()` and deleted (counted by its first 2 MiB) by the uploader instead of being read whole.
     func testFilesLargerThanTheFormatAllowsAreNeverReadWhole() throws {
-        let buffers = dsnFolder.appendingPathComponent("telemetry-buffer")
-        let envelopes = dsnFolder.appendingPathComponent("envelopes")
+        let buffers = directory.bufferFolder()
+        let envelopes = directory.envelopesFolder()
         for folder in [buffers, envelopes] { try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true) }
         func sparse(_ url: URL, bytes: UInt64, beginning: String = "") throws {
             XCTAssertTrue(FileManager.default.createFile(atPath: url.path, contents: Data(beginning.utf8)))
@@ -194,7 +191,7 @@ final class HostileFolderTests: XCTestCase {
             defer { folder.remove() }
             let stress = try Demo.stress(folder, strategy, count: 300, spans: true, metrics: true, failpoint: .publishStaged)
             XCTAssertEqual(stress.status, -SIGKILL, stress.errors)
-            let buffers = folder.url.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+            let buffers = folder.bufferFolder(demoDefaultDSN)
             let files = try FileManager.default.contentsOfDirectory(atPath: buffers.path).filter { $0 != "lock" }.map { name in
                 // A list is useful up to its committed length; the rest of its megabyte is zeros. (One thread
                 // adds, so one lane holds records: the first, after the lane table.)
@@ -221,7 +218,7 @@ final class HostileFolderTests: XCTestCase {
             for start in 0..<starts {
                 let snapshot = snapshots[start % snapshots.count]
                 let cache = root.appendingPathComponent("start-\(start)")
-                let buffers = cache.appendingPathComponent(SHA1.hex(demoDefaultDSN.utf8)).appendingPathComponent("telemetry-buffer")
+                let buffers = TemporaryDirectory.dsnFolder(in: cache, demoDefaultDSN).appendingPathComponent(BufferFolder.name)
                 try? FileManager.default.createDirectory(at: buffers, withIntermediateDirectories: true)
                 var damages: [String] = []
                 for (name, original) in snapshot.files {

@@ -11,9 +11,7 @@ final class LaneTests: XCTestCase {
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
     override func tearDown() { directory.remove() }
 
-    private var bufferFolder: String {
-        directory.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
-    }
+    private var bufferFolder: String { directory.bufferFolder().path }
 
     /// A crash-safe list of two lanes for 4 KiB of records, as a buffer leaves it.
     private func twoLaneList(at path: String) throws -> RecordRegion {

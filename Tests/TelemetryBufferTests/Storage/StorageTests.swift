@@ -9,9 +9,7 @@ final class StorageTests: XCTestCase {
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
     override func tearDown() { directory.remove() }
 
-    private var bufferFolder: String {
-        directory.url.appendingPathComponent(SHA1.hex(testDSN.utf8)).appendingPathComponent("telemetry-buffer").path
-    }
+    private var bufferFolder: String { directory.bufferFolder().path }
 
     /// Appends logs with bodies `bodies` (IDs: `nonce`, sequence = index) to a region.
     private func fileSize(_ name: String) throws -> Int {

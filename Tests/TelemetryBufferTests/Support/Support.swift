@@ -13,10 +13,21 @@ struct TemporaryDirectory {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
-    /// Creates the folder where a buffer on `dsn` keeps its files in this cache directory
-    /// (`<SHA-1 of the DSN>/telemetry-buffer`), for a test to plant files in; returns its path.
+    /// The folder of a buffer on `dsn` in this cache directory: `<SHA-1 of the DSN>` (not created here).
+    func dsnFolder(_ dsn: String = testDSN) -> URL { TemporaryDirectory.dsnFolder(in: url, dsn) }
+
+    /// The folder of a buffer on `dsn` in the cache directory `cache`.
+    static func dsnFolder(in cache: URL, _ dsn: String) -> URL { cache.appendingPathComponent(SHA1.hex(dsn.utf8), isDirectory: true) }
+
+    /// Where a buffer on `dsn` keeps its own files: `<SHA-1 of the DSN>/telemetry-buffer` (not created here).
+    func bufferFolder(_ dsn: String = testDSN) -> URL { dsnFolder(dsn).appendingPathComponent(BufferFolder.name, isDirectory: true) }
+
+    /// Where the default transport of a buffer on `dsn` stores envelopes: `<SHA-1 of the DSN>/envelopes`.
+    func envelopesFolder(_ dsn: String = testDSN) -> URL { dsnFolder(dsn).appendingPathComponent("envelopes", isDirectory: true) }
+
+    /// Creates `bufferFolder(dsn)`, for a test to plant files in; returns its path.
     func makeBufferFolder(dsn: String = testDSN) throws -> String {
-        let path = url.appendingPathComponent(SHA1.hex(dsn.utf8)).appendingPathComponent("telemetry-buffer").path
+        let path = bufferFolder(dsn).path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
     }

@@ -9,8 +9,6 @@ final class CrashTests: XCTestCase {
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
     override func tearDown() { directory.remove() }
 
-    private func dsnFolder(_ dsn: String = demoDefaultDSN) -> URL { directory.url.appendingPathComponent(SHA1.hex(dsn.utf8)) }
-
     /// 60 items: below every batch limit, so the first list holds them all when the process dies.
     private func crash(_ kind: String, strategy: Options.Strategy = .doubleRotatingBuffer, after: Int = 60,
                        _ extra: [String] = []) throws -> Demo.Run {
@@ -24,7 +22,7 @@ final class CrashTests: XCTestCase {
         XCTAssertEqual(run.lines, (0..<count).map { "ack \($0)" }, "\(label): every add acknowledged", file: file, line: line)
         let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--dsn", dsn, "--max-envelopes", "100000"])
         XCTAssertEqual(recovery.status, 0, recovery.errors, file: file, line: line)
-        let envelopes = dsnFolder(dsn).appendingPathComponent("envelopes")
+        let envelopes = directory.envelopesFolder(dsn)
         let expected = (0..<count).map { "item \($0)" }
         XCTAssertEqual(try logBodies(in: envelopes).sorted(), expected.sorted(), "\(label): logs", file: file, line: line)
         let spans = try walkEnvelopes(in: envelopes).flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
@@ -32,7 +30,7 @@ final class CrashTests: XCTestCase {
     }
 
     private func terminationFiles(_ dsn: String = demoDefaultDSN) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: dsnFolder(dsn).appendingPathComponent("telemetry-buffer").path)) ?? [])
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.bufferFolder(dsn).path)) ?? [])
             .filter { $0.hasPrefix("detected-termination-") }
     }
 
@@ -137,7 +135,7 @@ final class CrashTests: XCTestCase {
         XCTAssertEqual(acknowledged.count, 80, "items are taken again once the handler is settled")
         let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--max-envelopes", "100000"])
         XCTAssertEqual(recovery.status, 0, recovery.errors)
-        XCTAssertEqual(try logBodies(in: dsnFolder(demoDefaultDSN).appendingPathComponent("envelopes")).sorted(), acknowledged.sorted())
+        XCTAssertEqual(try logBodies(in: directory.envelopesFolder(demoDefaultDSN)).sorted(), acknowledged.sorted())
     }
 
     private static func signalName(_ signal: Int32) -> String {
@@ -177,7 +175,7 @@ final class CrashTests: XCTestCase {
             let run = try crash(kind, strategy: .flushAll, after: 60)
             XCTAssertNotEqual(run.status, 0, kind)
             try assertRecoveredExactlyOnce(run, count: 60, kind)
-            let envelopes = dsnFolder().appendingPathComponent("envelopes")
+            let envelopes = directory.envelopesFolder(demoDefaultDSN)
             XCTAssertEqual(try walkEnvelopes(in: envelopes).map(\.items.count), [1, 1], "\(kind): one log envelope, one span envelope (one trace)")
             let parsed = try OfficialParser.parse(envelopes)
             XCTAssertEqual(parsed.count, 2, kind)
@@ -325,7 +323,7 @@ final class CrashTests: XCTestCase {
         XCTAssertEqual(terminationFiles(second), ["detected-termination-0"], "the later buffer's items written out")
         let recovery = try Demo.run(["recover", "--dir", directory.url.path, "--dsn", second, "--max-envelopes", "100000"])
         XCTAssertEqual(recovery.status, 0, recovery.errors)
-        let envelopes = dsnFolder(second).appendingPathComponent("envelopes")
+        let envelopes = directory.envelopesFolder(second)
         XCTAssertEqual(try logBodies(in: envelopes).sorted(), (60..<120).map { "item \($0)" }.sorted())
     }
 

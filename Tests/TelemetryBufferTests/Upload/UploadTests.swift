@@ -562,7 +562,7 @@ final class UploadTests: XCTestCase {
             let server = try server()
             defer { server.stop() }
             // Left by an earlier process: the transport finds it when the buffer opens.
-            let envelopes = directory.url.appendingPathComponent(SHA1.hex(server.dsn.utf8)).appendingPathComponent("envelopes")
+            let envelopes = directory.envelopesFolder(server.dsn)
             try FileManager.default.createDirectory(at: envelopes, withIntermediateDirectories: true)
             try Data("not an envelope\n\(header)\n{}".utf8)
                 .write(to: envelopes.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)))
