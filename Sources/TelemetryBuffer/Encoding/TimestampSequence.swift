@@ -8,6 +8,8 @@ import Foundation
 ///
 /// One atomic word holds the millisecond and the last number, updated by compare-and-swap: no lock, no
 /// allocation. Logs encoded on several threads at once get distinct numbers, in the order of their swaps.
+///
+/// `@unchecked Sendable`: the word is raw memory, read and written only atomically.
 final class TimestampSequence: @unchecked Sendable {
     /// On a cache line of its own (128 bytes: see `Lock`): every log's swap moves it between the adding
     /// threads' cores, and words other objects kept there (read on every add) would move with it.
@@ -35,6 +37,8 @@ final class TimestampSequence: @unchecked Sendable {
 /// Numbers each trace metric for `sentry.timestamp.sequence`: 0 for a buffer's first, then one more each
 /// (the metrics protocol 2.6: continuous, not reset with the millisecond as logs' are; back to 0 only past
 /// `Int64.max`). One atomic word, on a cache line of its own (see `TimestampSequence`).
+///
+/// `@unchecked Sendable`: the word is raw memory, read and written only atomically.
 final class ContinuousSequence: @unchecked Sendable {
     private let word = UnsafeMutableRawPointer.allocate(byteCount: 128, alignment: 128).bindMemory(to: UInt64.self, capacity: 1)
 

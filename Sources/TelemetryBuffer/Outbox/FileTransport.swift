@@ -12,7 +12,7 @@ extension TelemetryBuffer {
     /// envelope under upload counts toward neither limit and is not evicted.
     /// Envelopes older than `maxAge` and temporary files left by a crash are removed when the transport
     /// opens the folder.
-    public final class FileTransport: Transport, Outbox, @unchecked Sendable {
+    public final class FileTransport: Transport, Outbox, Sendable {
         /// The folder holding the envelopes.
         public let directory: URL
         private let directoryFD: FileDescriptor

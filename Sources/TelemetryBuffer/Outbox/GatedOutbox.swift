@@ -4,13 +4,11 @@ import Foundation
 /// `discarding` runs (`removeAllData`) or data collection is revoked, when it deletes them instead. So
 /// removing everything goes through the same publication as a forward, with its exactly-once
 /// bookkeeping, and the items reach neither the envelope folder nor a custom transport.
-///
-/// `@unchecked Sendable`: `discards` is touched only on the buffer's background queue, where every
-/// `adopt` runs.
-final class GatedOutbox: Outbox, @unchecked Sendable {
+final class GatedOutbox: Outbox, Sendable {
     private let next: any Outbox
     private let consent: DataCollectionState
-    private var discards = false
+    /// Whether `discarding` runs (on the background queue, as every `adopt`).
+    private let discards = Locked(false)
 
     init(_ next: any Outbox, consent: DataCollectionState) {
         self.next = next
@@ -19,13 +17,13 @@ final class GatedOutbox: Outbox, @unchecked Sendable {
 
     /// Runs `body` (a forward) with every envelope it publishes deleted. Background queue.
     func discarding(_ body: () -> Void) {
-        discards = true
-        defer { discards = false }
+        discards.withLock { $0 = true }
+        defer { discards.withLock { $0 = false } }
         body()
     }
 
     func adopt(_ paths: [String]) throws {
-        guard discards || !consent.acceptsItems else { return try next.adopt(paths) }
+        guard discards.withLock({ $0 }) || !consent.acceptsItems else { return try next.adopt(paths) }
         for path in paths {
             guard unlink(path) == 0 || errno == ENOENT else { throw FileSystem.error("unlink", path) }
         }

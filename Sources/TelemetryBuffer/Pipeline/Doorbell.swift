@@ -12,10 +12,11 @@ import Foundation
 /// finds the word empty signals a semaphore (one futex wake, or none if the thread is awake). A thread of
 /// the buffer's own, parked on that semaphore, takes the reasons and hands them to the queue, paying
 /// libdispatch's cost off the caller's thread.
-final class Doorbell: @unchecked Sendable {
+final class Doorbell: Sendable {
     /// What the parked thread shares with the bell: the pending reasons, the semaphore, whether it runs
     /// and whether to end, and the delivery, under a lock so that `deliverPending` cannot return while the thread is between
     /// taking reasons and passing them on (`ring` never takes the lock).
+    /// `@unchecked Sendable`: its words are raw memory that C reads and writes only atomically.
     private final class Line: @unchecked Sendable {
         let pending = UnsafeMutablePointer<UInt>.allocate(capacity: 1)
         let signal = DispatchSemaphore(value: 0)

@@ -5,7 +5,8 @@ import Foundation
 /// first item of a batch (on the buffer's `Clock`), at once when a limit is reached, and never while the
 /// buffer is empty.
 ///
-/// All its state is touched only on `queue` (checked with `dispatchPrecondition`).
+/// `@unchecked Sendable`: its timers are libdispatch sources (not `Sendable`), and all its state is touched
+/// only on `queue` (checked with `dispatchPrecondition`).
 final class FlushScheduler: @unchecked Sendable {
     private let queue: DispatchQueue
     private let interval: TimeInterval

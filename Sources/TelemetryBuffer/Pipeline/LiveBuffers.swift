@@ -5,6 +5,7 @@ import Foundation
 /// background does (an app's, an app extension's host's), and the first unlock opens the folders of
 /// buffers created before it.
 enum LiveBuffers {
+    /// `@unchecked Sendable`: `buffer` is set once; a weak reference is loaded atomically.
     private final class WeakBuffer: @unchecked Sendable {
         weak var buffer: TelemetryBuffer?
         init(_ buffer: TelemetryBuffer) { self.buffer = buffer }

@@ -14,6 +14,9 @@ import Foundation
 /// the same file system. Used at start-up and on the buffer's background queue; once `release()`d
 /// (at `close()`), staging and moving do nothing, so a closed buffer never touches a folder another
 /// buffer may have opened since.
+///
+/// `@unchecked Sendable`: its counters and ranges are touched at start-up, before the background queue
+/// runs, then on that queue only; `released` is behind a lock.
 final class BufferFolder: @unchecked Sendable {
     let path: String
     private let lock: FolderLock

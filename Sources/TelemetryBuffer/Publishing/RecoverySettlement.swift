@@ -11,9 +11,7 @@ import Foundation
 /// next start, in this boot, syncs the envelopes and skips the items), and power loss or a restart leaves the
 /// list to be published again from another boot (at least once, never lost), as a forward's publication
 /// within its sync period.
-///
-/// `@unchecked Sendable`: immutable, and used only on the background queue once made.
-final class RecoverySettlement: @unchecked Sendable {
+final class RecoverySettlement: Sendable {
     private let folder: BufferFolder
     private let envelopes: [UnsyncedFiles]
     /// The published lists with their caches, removed once the envelopes are durable.

@@ -34,10 +34,10 @@ import Foundation
 /// a list's envelopes are staged its cache is brought up to date, so a staged envelope a kill left
 /// behind holds only items the cache holds too, and recovery drops it for them.
 ///
-/// Thread safety: records' places in the lists are reserved under `regions`' lock and written after it
-/// (see `RotatingRegions`); the background queue reads a list only while pending, once its commits are
-/// in; the caches and the IO timer state are touched only on `io`; `retired` and `unretired` only on the
-/// background queue.
+/// `@unchecked Sendable` (its lists are raw memory), because: records' places in the lists are reserved
+/// under `regions`' lock and written after it (see `RotatingRegions`); the background queue reads a list
+/// only while pending, once its commits are in; the caches and the IO timer state are touched only on
+/// `io`; `retired` and `unretired` only on the background queue.
 final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let lists: [RecordRegion]

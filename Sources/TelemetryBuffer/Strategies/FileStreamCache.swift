@@ -13,6 +13,9 @@ import Foundation
 /// both files. Once an append fails for lack of room (a full disk, a quota, the file size limit), the
 /// calling threads write nothing more: their items are refused at once (counted) until a probe in the
 /// background, once a second, has seen an append of that size fit.
+///
+/// `@unchecked Sendable`: its state is guarded by `lock`, and `outOfRoom` (raw memory) is read and written
+/// only atomically.
 final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     private let folder: BufferFolder
     private let batcher: EnvelopeBatcher

@@ -9,8 +9,9 @@
 /// items are). It holds at most what one batch of the new strategy takes, and moves it before any later
 /// item, so none is refused there or taken out of order. After the takeover each `add` takes this
 /// strategy's lock as well as the new strategy's.
+///
+/// `@unchecked Sendable`: `region` (raw memory) is written and read only under `state`'s lock.
 final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
-    // @unchecked: `region` is written and read only under `state`'s lock.
     private struct State {
         var tally = BatchTally()
         /// Builds the folder's parts and returns their strategy; throws while protected data is

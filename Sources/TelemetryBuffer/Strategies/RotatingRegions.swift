@@ -23,6 +23,9 @@ import CTelemetrySignals
 ///   forward settles the handler, on the background queue, if the process survived the signal).
 /// * On Apple platforms, where waiting for the lock lends the waiter's priority to the holder
 ///   (`os_unfair_lock`), and waiting for another thread's commit would not.
+///
+/// `@unchecked Sendable`: the regions are raw memory, whose places are handed out under `state`'s lock
+/// (as above), and `appending` is read and written only atomically.
 final class RotatingRegions: @unchecked Sendable {
     private struct State {
         /// In line, not an array: an array's buffer would be one more cache line for every add to fetch.

@@ -8,6 +8,8 @@ import Foundation
 /// would move with them (and make every reader of that word miss). The same block holds what the lock
 /// guards (`trailing`), from the line after the word's on: threads waiting for the lock read the word's
 /// line over and over, and would pull a value kept there away from the thread holding the lock.
+///
+/// `@unchecked Sendable`: a lock is what makes other state safe to share; its word is raw memory.
 final class Lock: @unchecked Sendable {
     #if canImport(Darwin)
     private typealias Word = os_unfair_lock
@@ -115,4 +117,5 @@ final class Locked<Value> {
     }
 }
 
+/// `@unchecked Sendable`: the value is reached only through `withLock`.
 extension Locked: @unchecked Sendable where Value: Sendable {}

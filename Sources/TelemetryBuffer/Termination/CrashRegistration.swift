@@ -19,9 +19,12 @@ struct CrashPlan {
 /// One buffer's entry in the process-wide crash handler (the C target `CTelemetrySignals`).
 ///
 /// Everything the handler needs is prepared here, in advance: an open folder descriptor, the regions'
-/// addresses and sizes, file names and envelope header lines in memory that lives until `unregister`.
-/// The handler is installed while at least one registration lives; when the last one goes, the previous
-/// signal actions are restored exactly.
+/// addresses and sizes, and the names of the files to write them to, in memory that lives until
+/// `unregister`. The handler is installed while at least one registration lives; when the last one goes,
+/// the previous signal actions are restored exactly.
+///
+/// `@unchecked Sendable`: set once in `init`; the names' memory (raw) and the regions are only read, by the
+/// handler, until `unregister` frees the one and lets go of the other.
 final class CrashRegistration: @unchecked Sendable {
     private static let live = Locked(0)
     private let slot: Int32

@@ -33,6 +33,8 @@ enum NetworkMonitors {
 #if canImport(Network) && !os(watchOS)
 /// `NWPathMonitor`, reporting on a queue of its own. Not on watchOS, where since watchOS 9 it reports no
 /// usable path to most apps (Apple's TN3135).
+///
+/// `@unchecked Sendable`: `NWPathMonitor` is thread-safe but not marked `Sendable`.
 final class SystemNetworkMonitor: NetworkMonitor, @unchecked Sendable {
     private let monitor = NWPathMonitor()
 

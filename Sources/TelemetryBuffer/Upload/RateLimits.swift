@@ -6,7 +6,8 @@ import Foundation
 ///
 /// Responses update it (on the upload queue); `add` asks `refusal(for:)` on the calling thread: three
 /// atomic loads, and the clock only while a limit is set.
-/// (`@unchecked`: the deadlines are only ever touched with atomic loads and stores.)
+///
+/// `@unchecked Sendable`: the deadlines are raw memory, read and written only atomically.
 final class RateLimits: @unchecked Sendable {
     /// The categories a limit can name that concern this library: all, and each signal's item category.
     struct Category: Hashable, Sendable {

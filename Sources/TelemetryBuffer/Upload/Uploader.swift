@@ -19,7 +19,7 @@ import Foundation
 /// cannot be read or parsed is deleted and counted (`internal_sdk_error`), never retried. Bodies of 1 KiB
 /// or more go gzip-compressed. Holds (consent, a removal, a metered network) stop new requests without
 /// dropping anything; `resume()` ends a backoff or cool-off early.
-final class Uploader: @unchecked Sendable {
+final class Uploader: Sendable {
     private let queue = DispatchQueue(label: "io.telemetrybuffer.upload", qos: .utility)
     private let files: FileTransport
     private let client: any HTTPClient
@@ -38,13 +38,10 @@ final class Uploader: @unchecked Sendable {
     private let current = Locked(UploadState.idle)
     /// Request body bytes sent, and the bytes gzip saved on them.
     private let volume = Locked((sent: 0, saved: 0))
-    // Touched only on `queue`.
-    private var failures = 0
-    /// Identifies the latest scheduled wake-up; an earlier one that fires later does nothing.
-    private var wake = 0
-    /// Whether the scheduled wake-up is the pacing after a sent envelope, which a new envelope does not
-    /// cut short.
-    private var pacingPending = false
+    /// What only `queue` touches: the failures in a row; which scheduled wake-up is the latest (an earlier
+    /// one that fires later does nothing); whether it is the pacing after a sent envelope, which a new
+    /// envelope does not cut short.
+    private let onQueue: QueueBound<(failures: Int, wake: Int, pacingPending: Bool)>
     /// While any is held, no request starts. Changed from any thread; read where a request would start.
     /// `dataRemoval` is counted (removals may overlap), the others are on or off.
     private let holds = Locked<[UploadHold: Int]>([:])
@@ -53,6 +50,7 @@ final class Uploader: @unchecked Sendable {
          sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics,
          clock: any Clock = SystemClock()) {
         self.files = files
+        onQueue = QueueBound((failures: 0, wake: 0, pacingPending: false), queue: queue)
         self.clock = clock
         self.client = client
         self.options = options
@@ -110,7 +108,7 @@ final class Uploader: @unchecked Sendable {
         queue.async { [self] in
             switch state {
             case .backingOff, .coolingOff:
-                failures = 0
+                onQueue.value.failures = 0
                 set(.idle)
                 schedule(after: 0)
             default:
@@ -128,7 +126,7 @@ final class Uploader: @unchecked Sendable {
     func kick() {
         queue.async { [self] in
             switch current.withLock({ $0 }) {
-            case .idle where !pacingPending, .rateLimited: schedule(after: 0)
+            case .idle where !onQueue.value.pacingPending, .rateLimited: schedule(after: 0)
             default: break
             }
         }
@@ -137,12 +135,12 @@ final class Uploader: @unchecked Sendable {
     /// Sends the next envelope after `seconds`, replacing any wake-up scheduled before (which is not
     /// cancelled, only ignored; it holds the uploader weakly).
     private func schedule(after seconds: Double) {
-        wake &+= 1
-        pacingPending = false
-        let token = wake
+        onQueue.value.wake &+= 1
+        onQueue.value.pacingPending = false
+        let token = onQueue.value.wake
         clock.after(seconds, on: queue) { [weak self] in
-            guard let self, token == self.wake else { return }
-            self.pacingPending = false
+            guard let self, token == self.onQueue.value.wake else { return }
+            self.onQueue.value.pacingPending = false
             self.sendNext()
         }
     }
@@ -284,7 +282,7 @@ final class Uploader: @unchecked Sendable {
             switch response.status {
             case 200..<300:
                 files.remove(url)
-                failures = 0
+                onQueue.value.failures = 0
                 next()
             case 300..<400, 408, 500..<600:
                 // A 3xx: a redirect (a captive portal, say) the client did not follow, not an answer from Sentry.
@@ -302,7 +300,7 @@ final class Uploader: @unchecked Sendable {
             default:
                 restore(report)
                 files.remove(url, countingAs: .sendError, why: "the server answered \(response.status)")
-                failures = 0
+                onQueue.value.failures = 0
                 next()
             }
         }
@@ -312,7 +310,7 @@ final class Uploader: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         set(.idle)
         schedule(after: pacing)
-        pacingPending = true
+        onQueue.value.pacingPending = true
     }
 
     /// `options.pacing`, spaced out ten times (and to at least 1 s) while the device is in Low Power Mode.
@@ -328,10 +326,10 @@ final class Uploader: @unchecked Sendable {
     private func retryLater(_ report: ClientReport?) {
         dispatchPrecondition(condition: .onQueue(queue))
         restore(report)
-        failures += 1
-        let wait = options.wait(afterFailure: failures, jitter: Double.random(in: 0..<1))
+        onQueue.value.failures += 1
+        let wait = options.wait(afterFailure: onQueue.value.failures, jitter: Double.random(in: 0..<1))
         let until = clock.now().addingTimeInterval(wait.seconds)
-        if wait.coolOff { failures = 0 }
+        if wait.coolOff { onQueue.value.failures = 0 }
         set(wait.coolOff ? .coolingOff(until: until) : .backingOff(until: until))
         schedule(after: wait.seconds)
     }
