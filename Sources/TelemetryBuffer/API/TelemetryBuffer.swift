@@ -545,10 +545,12 @@ public final class TelemetryBuffer: Sendable {
         }
         var forwardFailure: (any Error)?
         outbox.discarding { forwardFailure = strategy.forward(everything: true) }
-        // The strategy's own error where it is one of the API's; else (a crash handler holding a region) EIO.
+        // The strategy's own error where it is one of the API's; else (a crash handler holding a region, a
+        // file that is not the buffer's) said as it is, with no errno made up for it.
         step {
             guard let forwardFailure else { return }
-            throw forwardFailure as? TelemetryBufferError ?? .fileSystem(operation: "publish", path: folder.path, errno: EIO)
+            throw forwardFailure as? TelemetryBufferError
+                ?? .fileSystem(operation: "publish", path: folder.path, reason: "\(forwardFailure)")
         }
         step {
             if let files { try files.removeAll() } else { try FileTransport.removeAll(in: envelopesDirectory) }

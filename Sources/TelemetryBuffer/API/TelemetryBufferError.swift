@@ -22,7 +22,7 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
         /// The cache directory (`path`) cannot be created, is not a directory, is not writable, or holds a
         /// file where the buffer keeps its own (a link, a FIFO, another user's file).
         public static let unusableCacheDirectory = Code(.unusableCacheDirectory)
-        /// A file-system call (`operation`) failed on `path` with `errno`.
+        /// A file-system call (`operation`) failed on `path`, with `errno` where the system gave one.
         public static let fileSystem = Code(.fileSystem)
         /// Another buffer, in this process or another, already uses the DSN's buffer folder (`path`).
         public static let folderInUse = Code(.folderInUse)
@@ -48,7 +48,8 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
     public let dsn: String?
     /// The call that failed (`fileSystem`): `open`, `fsync`, `rename`…
     public let operation: String?
-    /// The `errno` the failing call set (`fileSystem`), read right after it.
+    /// The `errno` the failing call set (`fileSystem`), read right after it; `nil` where the failure was not
+    /// a system call's (a file that is not the buffer's, a list the crash handler holds).
     public let errno: Int32?
 
     private init(_ code: Code, reason: String, path: String? = nil, option: String? = nil, dsn: String? = nil,
@@ -73,6 +74,11 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
         Self(.fileSystem, reason: FileSystem.errnoText(errno), path: path, operation: operation, errno: errno)
     }
 
+    /// A file-system step that failed without a system call's `errno`: `reason` says why.
+    static func fileSystem(operation: String, path: String, reason: String) -> Self {
+        Self(.fileSystem, reason: reason, path: path, operation: operation)
+    }
+
     static func folderInUse(path: String) -> Self {
         Self(.folderInUse, reason: "another TelemetryBuffer (in this or another process) is using it", path: path)
     }
@@ -95,7 +101,7 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
         case .unusableCacheDirectory:
             "unusable cache directory '\(path ?? "")': \(reason)"
         case .fileSystem:
-            "\(operation ?? "") '\(path ?? "")' failed: \(reason) (errno \(errno ?? 0))"
+            "\(operation ?? "") '\(path ?? "")' failed: \(reason)" + (errno.map { " (errno \($0))" } ?? "")
         case .crashHandlerUnavailable:
             "the crash handler cannot take this buffer: \(reason); set Options.crashDetection = false to go without"
         case .closed:

@@ -111,9 +111,6 @@ struct FramedFile {
         let path = folder.path + "/" + name
         let fd = try FileSystem.openFile(path, O_WRONLY)
         defer { fd.close() }
-        let written = publication.bytes.withUnsafeBytes {
-            pwrite(fd.rawValue, $0.baseAddress, $0.count, off_t(RecordFraming.publicationOffset))
-        }
-        guard written == RecordFraming.Publication.idle.bytes.count else { throw FileSystem.error("pwrite", path) }
+        try publication.bytes.withUnsafeBytes { try fd.write($0, at: RecordFraming.publicationOffset, path: path) }
     }
 }

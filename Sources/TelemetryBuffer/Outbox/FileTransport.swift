@@ -125,7 +125,7 @@ extension TelemetryBuffer {
                     let name = Self.name(now: Date(), counter: state.counter)
                     state.counter &+= 1
                     let target = directory.path + "/" + name
-                    guard rename(file, target) == 0 else { throw FileSystem.error("rename", target) }
+                    try SystemCall.retrying("rename", target) { rename(file, target) }
                     state.stored.append(Stored(name: name, bytes: Self.size(of: target)))
                 }
             }

@@ -1,8 +1,9 @@
 import Foundation
 
 /// An open descriptor of one of the buffer's files or folders: a type of its own, so that it is never
-/// confused with a count, a flag or an errno, with the few calls made on every descriptor as methods.
-/// Other calls take `rawValue`.
+/// confused with a count, a flag or an errno, with the calls made on descriptors as methods (each retried
+/// while interrupted, its failure thrown with the `errno` read at the call). Calls made in one place only
+/// take `rawValue`.
 struct FileDescriptor: RawRepresentable, Hashable, Sendable {
     let rawValue: Int32
 
@@ -13,6 +14,29 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
 
     /// Closes the descriptor (errors are not actionable: the descriptor is gone either way).
     func close() { _ = closeDescriptor(rawValue) }
+
+    /// Writes all of `bytes` at `offset` (`pwrite`, again after a short write); throws
+    /// `TelemetryBufferError.fileSystem` for `path` with the failing call's `errno`.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            done += try SystemCall.retrying("pwrite", path) {
+                pwrite(rawValue, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            }
+        }
+    }
+
+    /// Sets the file's size (`ftruncate`).
+    func truncate(to size: Int, path: String) throws {
+        try SystemCall.retrying("ftruncate", path) { ftruncate(rawValue, off_t(size)) }
+    }
+
+    /// The file's status (`fstat`).
+    func status(path: String) throws -> stat {
+        var status = stat()
+        try SystemCall.retrying("fstat", path) { fstat(rawValue, &status) }
+        return status
+    }
 
     /// Makes the file's data, or a folder's entries, durable: `fsync`, except on Apple platforms, where
     /// `fsync` only hands the data to the drive (which may keep it in its cache) and `fcntl(F_FULLFSYNC)`

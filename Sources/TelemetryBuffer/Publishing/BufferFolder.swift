@@ -178,7 +178,7 @@ final class BufferFolder: @unchecked Sendable {
         defer { file.close() }
         let id = Array((BootSession.current ?? "").utf8)
         try FileSystem.writeAll(file, id, path: path + "/" + boot)
-        guard ftruncate(file.rawValue, off_t(id.count)) == 0 else { throw FileSystem.error("ftruncate", path + "/" + boot) }
+        try file.truncate(to: id.count, path: path + "/" + boot)
     }
 
     /// Copies the small file `name` (at most `limit` bytes) to the new file `newName`, without a sync (lost
@@ -223,7 +223,7 @@ final class BufferFolder: @unchecked Sendable {
 
     func rename(_ name: String, to newName: String) throws {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
-        guard renameat(fd.rawValue, name, fd.rawValue, newName) == 0 else { throw FileSystem.error("rename", path + "/" + name) }
+        try SystemCall.retrying("rename", path + "/" + name) { renameat(fd.rawValue, name, fd.rawValue, newName) }
     }
 
     /// Cuts the records off the framed file `name`, keeping its header.

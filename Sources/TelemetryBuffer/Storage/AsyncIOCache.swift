@@ -38,7 +38,7 @@ final class AsyncIOCache {
             try header.withUnsafeBytes { try write($0, at: 0, fd: fd, path: path) }
             // A spare that still holds records (its emptying lost to power loss, or not ours to trust) would
             // have them read back after the new header as this cache's, and published twice.
-            if !truncating, ftruncate(fd.rawValue, off_t(RecordFraming.headerSize)) != 0 { throw FileSystem.error("ftruncate", path) }
+            if !truncating { try fd.truncate(to: RecordFraming.headerSize, path: path) }
         } catch {
             fd.close()
             throw error
@@ -90,7 +90,7 @@ final class AsyncIOCache {
     func retire(as newPath: String, reusing spare: String?) throws {
         if !moved {
             try Failpoint.retireFails.failIfArmed("rename", path)
-            guard rename(path, newPath) == 0 else { throw FileSystem.error("rename", path) }
+            try SystemCall.retrying("rename", path) { rename(path, newPath) }
             moved = true
         }
         try Failpoint.retireRestartFails.failIfArmed("open", path)
@@ -99,9 +99,11 @@ final class AsyncIOCache {
             // Made ready under its own name, then moved into place: a kill in between leaves a spare, never a
             // cache holding the spare's old records.
             fresh = try Self.create(spare, truncating: false)
-            guard rename(spare, path) == 0 else {
+            do {
+                try SystemCall.retrying("rename", spare) { rename(spare, path) }
+            } catch {
                 fresh.close()
-                throw FileSystem.error("rename", spare)
+                throw error
             }
         } else {
             fresh = try Self.create(path)
@@ -114,11 +116,6 @@ final class AsyncIOCache {
     }
 
     private static func write(_ bytes: UnsafeRawBufferPointer, at offset: Int, fd: FileDescriptor, path: String) throws {
-        var done = 0
-        while done < bytes.count {
-            done += try SystemCall.retrying("write", path) {
-                pwrite(fd.rawValue, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
-            }
-        }
+        try fd.write(bytes, at: offset, path: path)
     }
 }

@@ -27,9 +27,7 @@ enum FileSystem {
 
     /// An open descriptor of a directory, for `fsync` after renames into it.
     static func openDirectory(_ url: URL) throws -> FileDescriptor {
-        let fd = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw error("open", url.path) }
-        return FileDescriptor(rawValue: fd)
+        FileDescriptor(rawValue: try SystemCall.retrying("open", url.path) { open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
     }
 
     /// A file in the folder that is not the buffer's: a symbolic link, a FIFO, a device, a folder, another
@@ -46,30 +44,28 @@ enum FileSystem {
     static func openFile(_ name: String, _ flags: Int32, in directory: FileDescriptor = .currentDirectory,
                          path: String? = nil) throws -> FileDescriptor {
         let path = path ?? name
-        let fd = openat(directory.rawValue, name, (flags & ~O_TRUNC) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
+        let fd: FileDescriptor
+        do {
+            fd = FileDescriptor(rawValue: try SystemCall.call {
+                openat(directory.rawValue, name, (flags & ~O_TRUNC) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+            })
+        } catch {
             // A symbolic link (ELOOP), or a FIFO without a reader (ENXIO): not ours.
-            if errno == ELOOP || errno == ENXIO { throw ForeignFile(path: path) }
-            throw error("open", path)
+            if error.rawValue == ELOOP || error.rawValue == ENXIO { throw ForeignFile(path: path) }
+            throw TelemetryBufferError.fileSystem(operation: "open", path: path, errno: error.rawValue)
         }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else {
-            let failure = error("fstat", path)
-            _ = Foundation.close(fd)
-            throw failure
+        do {
+            let status = try fd.status(path: path)
+            guard status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid(), status.st_nlink == 1 else {
+                throw ForeignFile(path: path)
+            }
+            try SystemCall.retrying("fcntl", path) { fcntl(fd.rawValue, F_SETFL, fcntl(fd.rawValue, F_GETFL) & ~O_NONBLOCK) }
+            if flags & O_TRUNC != 0 { try fd.truncate(to: 0, path: path) }
+        } catch {
+            fd.close()
+            throw error
         }
-        guard status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid(), status.st_nlink == 1 else {
-            _ = Foundation.close(fd)
-            throw ForeignFile(path: path)
-        }
-        guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0,
-              flags & O_TRUNC == 0 || ftruncate(fd, 0) == 0
-        else {
-            let failure = error("open", path)
-            _ = Foundation.close(fd)
-            throw failure
-        }
-        return FileDescriptor(rawValue: fd)
+        return fd
     }
 
     /// Whether `name` in `directoryFD` is a regular file of this user with one name, looked at without
@@ -95,8 +91,8 @@ enum FileSystem {
             try writeAll(fd, bytes, path: directoryPath + "/" + temporaryName)
             guard fd.durableSync() == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
         }
-        guard renameat(directoryFD.rawValue, temporaryName, directoryFD.rawValue, name) == 0 else {
-            throw error("rename", directoryPath + "/" + name)
+        try SystemCall.retrying("rename", directoryPath + "/" + name) {
+            renameat(directoryFD.rawValue, temporaryName, directoryFD.rawValue, name)
         }
         renamed = true
         guard directoryFD.durableSync() == 0 else { throw error("fsync", directoryPath) }
@@ -171,9 +167,7 @@ enum FileSystem {
             return nil
         }
         defer { fd.close() }
-        var status = stat()
-        guard fstat(fd.rawValue, &status) == 0 else { throw error("fstat", path) }
-        let size = Int(clamping: status.st_size)  // a 64-bit size: a huge file must not trap where `Int` has 32 bits
+        let size = Int(clamping: try fd.status(path: path).st_size)  // a 64-bit size: a huge file must not trap where `Int` has 32 bits
         guard size <= limit else { throw TooLarge(path: path, size: size) }
         var first = [UInt8](repeating: 0, count: min(prefix, size))
         let got = try first.withUnsafeMutableBytes { try readFully(fd, into: $0, path: path) }

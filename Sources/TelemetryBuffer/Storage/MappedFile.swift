@@ -34,14 +34,11 @@ final class MappedFile {
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT)
         do {
             guard !Failpoint.mappingFaults.isArmed, Self.overwritesInPlace(fd, path: path) else {
-                var status = stat()
-                if fstat(fd.rawValue, &status) == 0 && status.st_size == 0 { unlink(path) }
+                if (try? fd.status(path: path))?.st_size == 0 { unlink(path) }
                 throw WritesCanFault(path: path)
             }
-            var status = stat()
-            guard fstat(fd.rawValue, &status) == 0 else { throw FileSystem.error("fstat", path) }
-            wasEmpty = status.st_size == 0
-            guard ftruncate(fd.rawValue, off_t(size)) == 0 else { throw FileSystem.error("ftruncate", path) }
+            wasEmpty = try fd.status(path: path).st_size == 0
+            try fd.truncate(to: size, path: path)
             try Self.allocate(fd, size: size, path: path)
             guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.rawValue, 0),
                   mapping != MAP_FAILED
@@ -104,12 +101,8 @@ final class MappedFile {
         #endif
         // Elsewhere (and on file systems without fallocate): write zeros, which allocates every block.
         let zeros = [UInt8](repeating: 0, count: 64 * 1024)
-        var offset = 0
-        while offset < size {
-            let count = min(zeros.count, size - offset)
-            offset += try SystemCall.retrying("pwrite", path) {
-                zeros.withUnsafeBytes { pwrite(fd.rawValue, $0.baseAddress, count, off_t(offset)) }
-            }
+        for offset in stride(from: 0, to: size, by: zeros.count) {
+            try zeros.withUnsafeBytes { try fd.write(UnsafeRawBufferPointer(rebasing: $0[..<min($0.count, size - offset)]), at: offset, path: path) }
         }
     }
 }

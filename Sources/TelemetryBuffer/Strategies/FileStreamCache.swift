@@ -180,8 +180,9 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
     /// Caller holds the lock.
     private func cutOffTornRecord() -> Bool {
         do {
-            try Failpoint.streamTruncateFails.failIfArmed("ftruncate", folder.path + "/" + BufferFile.streamCache.name)
-            guard ftruncate(fd.rawValue, off_t(RecordFraming.headerSize + cacheBytes)) == 0 else { return false }
+            let path = folder.path + "/" + BufferFile.streamCache.name
+            try Failpoint.streamTruncateFails.failIfArmed("ftruncate", path)
+            try fd.truncate(to: RecordFraming.headerSize + cacheBytes, path: path)
         } catch {
             return false
         }
@@ -195,7 +196,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         while headerDone < header.count || payloadDone < payload.count {
             let written: Int
             do {
-                written = try SystemCall.retrying("writev", BufferFile.streamCache.name) {
+                written = try SystemCall.call {
                     withUnsafeTemporaryAllocation(of: iovec.self, capacity: 2) { vectors in
                         vectors[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: header.baseAddress! + headerDone),
                                            iov_len: header.count - headerDone)
@@ -204,10 +205,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                         return writev(fd.rawValue, vectors.baseAddress, 2)
                     }
                 }
-            } catch let error as TelemetryBufferError where error.errno != nil {
-                return error.errno!
             } catch {
-                return EIO
+                return error.rawValue
             }
             let fromHeader = min(written, header.count - headerDone)
             headerDone += fromHeader
@@ -227,7 +226,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
                 guard !pending, (try? rotate()) != nil else { return false }
             }
             let zeros = [UInt8](repeating: 0, count: probeSize)
-            let written = zeros.withUnsafeBytes { write(fd.rawValue, $0.baseAddress, $0.count) }
+            let written = (try? SystemCall.call { zeros.withUnsafeBytes { write(fd.rawValue, $0.baseAddress, $0.count) } }) ?? -1
             // Cut off whatever was written, as a torn record is.
             torn = true
             return cutOffTornRecord() && written == zeros.count
