@@ -1,8 +1,8 @@
 import CTelemetrySignals
 
 extension TelemetryBuffer {
-    /// The user's consent to collecting telemetry, as `Options.dataCollection` at start and
-    /// `setDataCollection(_:)` at run time.
+    /// The user's consent to collecting telemetry, as ``Options/dataCollection`` at start and
+    /// ``TelemetryBuffer/setDataCollection(_:)`` at run time.
     ///
     /// The buffer does not remember it between runs: the app keeps the user's answer and passes it at every
     /// start.

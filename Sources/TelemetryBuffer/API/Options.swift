@@ -26,7 +26,7 @@ extension TelemetryBuffer {
         public var strategy: Strategy = .doubleRotatingBuffer
         /// Seconds from the first buffered item to the forward of everything; in (0, 30].
         public var flushInterval: TimeInterval = 5
-        /// Logs below this level are refused at once by `add(log:)` (it returns `false`), before any
+        /// Logs below this level are refused at once by ``TelemetryBuffer/add(log:)`` (it returns `false`), before any
         /// encoding, and are not counted as dropped: they are configuration, not loss. Default `.trace`
         /// (every log).
         public var minimumLogLevel: Log.Level = .trace
@@ -39,18 +39,17 @@ extension TelemetryBuffer {
         /// Buffered bytes (framed) that trigger a forward; also bounds every envelope's item payload;
         /// 4 KiB...1 MiB. A single item larger than this is rejected.
         public var maxBatchBytes = 1 << 20
-        /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed while new items
-        /// arrive (a phone pays for each sync): the window of items a power loss can take, five times as long
-        /// in Low Power Mode. (A SIGKILL takes none: the mapped lists hold them; with `listsInMemory`, the
-        /// copy is written at least every 100 ms, the window a SIGKILL can take.) In [0.001, 10] seconds;
-        /// default 1.
+        /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed while new items arrive
+        /// (a phone pays for each sync): the window of items a power loss can take, five times as long in Low Power
+        /// Mode. (A SIGKILL takes none: the mapped lists hold them; with ``TelemetryBuffer/listsInMemory``, the copy
+        /// is written at least every 100 ms, the window a SIGKILL can take.) In [0.001, 10] seconds; default 1.
         public var ioSyncInterval: TimeInterval = 1
         /// Envelopes kept on disk; storing one more evicts the least important: the lowest highest log
         /// level (a span envelope counts as `info`), the oldest of those (`cache_overflow`). The envelope
         /// under upload is neither counted nor evicted, even if a more important one goes instead. At least 1.
         public var maxCachedEnvelopes = 30
-        /// Bytes of envelopes kept on disk; storing more evicts, like `maxCachedEnvelopes`, the least
-        /// important first (`cache_overflow`). At least `maxBatchBytes`: an envelope holds up to that.
+        /// Bytes of envelopes kept on disk; storing more evicts, like ``Options/maxCachedEnvelopes``, the least
+        /// important first (`cache_overflow`). At least ``Options/maxBatchBytes``: an envelope holds up to that.
         public var maxCacheBytes = 10 << 20
         /// Envelopes older than this are removed when a buffer starts. More than 0.
         public var maxEnvelopeAge: TimeInterval = 7 * 24 * 3600
@@ -92,34 +91,37 @@ extension TelemetryBuffer {
         /// envelopes as they are made, and no uploader runs.
         public var transport: (any Transport)?
         /// Receives the buffer's own diagnostics (drops, I/O failures), asynchronously and in order, on a serial
-        /// queue of the library's own (one for every buffer of the process): it may call any method of any
-        /// buffer, `flush()` and `close()` included. `close()` and a graceful exit wait (at most 2 s) for the
-        /// diagnostics reported before them.
+        /// queue of the library's own (one for every buffer of the process): it may call any method of any buffer,
+        /// ``TelemetryBuffer/flush()-4a48u`` and ``TelemetryBuffer/close()-1o2jv`` included.
+        /// ``TelemetryBuffer/close()-1o2jv`` and a graceful exit wait (at most 2 s) for the diagnostics reported
+        /// before them.
         public var diagnosticHandler: (@Sendable (Diagnostic) -> Void)?
 
         /// Whether `setUser` sends the user (`user.id`, `user.email`, `user.name`): personal data, off by
         /// default (the protocol sends `user.*` on logs only with it). Attributes set with
         /// `setAttribute`, and an item's own, are sent whatever their key.
         public var sendDefaultPii = false
-        /// The user's consent at start (see `DataCollection`; change it with `setDataCollection(_:)`):
-        /// `.granted` (the default) uploads, `.pending` stores without uploading, `.revoked` takes nothing
-        /// and removes what earlier runs stored (after start-up recovery). The buffer does not remember
-        /// it: pass the user's answer at every start.
+        /// The user's consent at start (see `DataCollection`; change it with
+        /// ``TelemetryBuffer/setDataCollection(_:)``): `.granted` (the default) uploads, `.pending` stores without
+        /// uploading, `.revoked` takes nothing and removes what earlier runs stored (after start-up recovery). The
+        /// buffer does not remember it: pass the user's answer at every start.
         public var dataCollection: DataCollection = .granted
-        /// Sees each log `add(log:)` takes (at or above `minimumLogLevel`) before it is encoded, and returns
-        /// it, changed or not, or `nil` to drop it (counted as `before_send`). It runs on the thread that
-        /// called `add`, so keep it short. It may call `add` (an add of its own, passed through the hook
-        /// again), and `flush()` or `close()` from the app's threads; an add made on the buffer's
-        /// background queue (from a custom `Transport`'s `send`) runs the hook there, where they run inline.
+        /// Sees each log ``TelemetryBuffer/add(log:)`` takes (at or above ``Options/minimumLogLevel``) before it is
+        /// encoded, and returns it, changed or not, or `nil` to drop it (counted as `before_send`). It runs on the
+        /// thread that called `add`, so keep it short. It may call `add` (an add of its own, passed through the hook
+        /// again), and ``TelemetryBuffer/flush()-4a48u`` or ``TelemetryBuffer/close()-1o2jv`` from the app's threads;
+        /// an add made on the buffer's background queue (from a custom `Transport`'s `send`) runs the hook there,
+        /// where they run inline.
         ///
         /// Unlike the protocol's pipeline, the buffer's own attributes (SDK, OS, device, sequence) are
         /// added after the hook, pre-encoded: it does not see them, and it replaces one by setting an
         /// attribute of the same key. A templated message's parameters are attributes: a hook that
         /// scrubs the body must scrub them too.
         public var beforeSendLog: (@Sendable (Log) -> Log?)?
-        /// The same for spans, before `add(span:)` encodes them (dropped spans count as `before_send`).
+        /// The same for spans, before ``TelemetryBuffer/add(span:)`` encodes them (dropped spans count as
+        /// `before_send`).
         public var beforeSendSpan: (@Sendable (Span) -> Span?)?
-        /// The same for trace metrics, before `add(metric:)` encodes them (dropped metrics count as
+        /// The same for trace metrics, before ``TelemetryBuffer/add(metric:)`` encodes them (dropped metrics count as
         /// `before_send`, with their bytes).
         public var beforeSendMetric: (@Sendable (Metric) -> Metric?)?
 

@@ -4,10 +4,10 @@ import Foundation
 
 /// Keeps an app's logs, spans and metrics from the moment `add` returns until they are stored as Sentry envelopes.
 ///
-/// `add(log:)` and `add(span:)` may be called from any thread, the main thread included: they encode the
-/// item once into JSON, copy it into a place in the strategy reserved under a short lock, and return; they
-/// never wait on disk I/O. Everything else (batching, envelopes, files) happens on one serial background
-/// queue.
+/// ``TelemetryBuffer/add(log:)`` and ``TelemetryBuffer/add(span:)`` may be called from any thread, the main thread
+/// included: they encode the item once into JSON, copy it into a place in the strategy reserved under a short lock,
+/// and return; they never wait on disk I/O. Everything else (batching, envelopes, files) happens on one serial
+/// background queue.
 ///
 /// ```swift
 /// let buffer = try TelemetryBuffer(options: Options(dsn: "https://key@o1.ingest.sentry.io/42"))
@@ -15,7 +15,7 @@ import Foundation
 /// buffer.flush()   // everything added so far is now an envelope on disk
 /// ```
 public final class TelemetryBuffer: Sendable {
-    /// The version of this library, the default `Options.sdkVersion`.
+    /// The version of this library, the default ``Options/sdkVersion``.
     public static let version = "0.1.0"
 
     /// The options the buffer was created with.
@@ -47,7 +47,7 @@ public final class TelemetryBuffer: Sendable {
     /// The strategy while the folder waits for the device's first unlock; `nil` when it opened at once.
     private let held: HeldUntilUnlock?
     /// The strategy in use: `options.strategy`. (Where a mapped list could fault, the DoubleRotatingBuffer
-    /// keeps its lists in memory: see `listsInMemory`.)
+    /// keeps its lists in memory: see ``TelemetryBuffer/listsInMemory``.)
     public var activeStrategy: Options.Strategy { options.strategy }
     /// Whether the DoubleRotatingBuffer keeps its two lists in anonymous memory instead of mapped files, as
     /// where a store into a mapped page may ask the file system for new space (on Linux, any file system
@@ -55,7 +55,7 @@ public final class TelemetryBuffer: Sendable {
     /// a local APFS or HFS+ one): a full disk would raise SIGBUS in `add`, a nearly full btrfs stall it.
     /// `add` still makes no syscall (its copy is made under the lock, as on Apple platforms); a detected
     /// crash still stores every item exactly once (the crash handler writes the lists out, if
-    /// `Options.crashDetection` is on and the disk has room), but a SIGKILL loses what the IO caches had not
+    /// ``Options/crashDetection`` is on and the disk has room), but a SIGKILL loses what the IO caches had not
     /// copied yet: what arrived in the last 100 ms at most (or so, the copy taking its time). A
     /// warning diagnostic says so at creation. `false` for the other strategies, and before the first unlock.
     public var listsInMemory: Bool { doubleRotatingBuffer?.listsInMemory ?? false }
@@ -80,13 +80,14 @@ public final class TelemetryBuffer: Sendable {
     /// Creates a buffer, its folders and its transport, and starts recovering what an earlier process left.
     ///
     /// Start-up recovery does not hold this up: the buffer files an earlier process left in
-    /// `<directory>/telemetry-buffer` are renamed aside (claimed), and the background queue's first task
-    /// reads them, deduplicates by item ID and publishes them as envelopes, before any new item is
-    /// published. See `recovery` for what was found. The one wait: a buffer on the same DSN released
-    /// without `close()` holds the folder until its final forward, which this waits for (at most 2 s).
+    /// `<directory>/telemetry-buffer` are renamed aside (claimed), and the background queue's first task reads them,
+    /// deduplicates by item ID and publishes them as envelopes, before any new item is published. See
+    /// ``TelemetryBuffer/recovery`` for what was found. The one wait: a buffer on the same DSN released without
+    /// ``TelemetryBuffer/close()-1o2jv`` holds the folder until its final forward, which this waits for (at most 2
+    /// s).
     ///
     /// - Parameter options: What the buffer sends where, and how it keeps it; validated here.
-    /// - Throws: `TelemetryBufferError` for an invalid DSN, an option out of range, an unusable cache
+    /// - Throws: ``TelemetryBufferError`` for an invalid DSN, an option out of range, an unusable cache
     ///   directory, a buffer folder already in use by another buffer, or a file that cannot be created
     ///   (a full disk fails here, never later). Not while the device's protected data is unavailable
     ///   (an iPhone not unlocked since it restarted): the buffer then holds items in memory (one batch's
@@ -248,10 +249,10 @@ public final class TelemetryBuffer: Sendable {
     ///
     /// - Parameter log: The log, encoded to JSON once, here, on the calling thread.
     /// - Returns: `true` once the buffer holds the log; `false` if it was dropped (buffer full while the
-    ///   previous batch is still being written, buffer closed, larger than `maxBatchBytes`, or, with
+    ///   previous batch is still being written, buffer closed, larger than ``Options/maxBatchBytes``, or, with
     ///   FlushAll, while the crash handler holds the buffer's regions). Every drop is counted for a client
-    ///   report, as is a log `Options.beforeSendLog` drops. Also `false`, not encoded and not counted, for
-    ///   a log below `Options.minimumLogLevel`, and in the child of a `fork()` (whose counts nothing would
+    ///   report, as is a log ``Options/beforeSendLog`` drops. Also `false`, not encoded and not counted, for
+    ///   a log below ``Options/minimumLogLevel``, and in the child of a `fork()` (whose counts nothing would
     ///   send; counting takes a lock another thread may have held at the fork, forever in the child).
     @discardableResult
     public func add(log: Log) -> Bool {
@@ -299,9 +300,9 @@ public final class TelemetryBuffer: Sendable {
     /// Buffers a finished span. Callable from any thread; never waits on disk I/O.
     ///
     /// - Parameter span: The span, encoded to JSON once, here, on the calling thread.
-    /// - Returns: `true` once the buffer holds the span; `false` if it was dropped (see `add(log:)`; a span
-    ///   dropped on overflow also drops the later spans of its trace in that batch; `Options.beforeSendSpan`
-    ///   may drop it). Every drop is counted; nothing in the child of a `fork()`.
+    /// - Returns: `true` once the buffer holds the span; `false` if it was dropped (see
+    ///   ``TelemetryBuffer/add(log:)``; a span dropped on overflow also drops the later spans of its trace in that
+    ///   batch; ``Options/beforeSendSpan`` may drop it). Every drop is counted; nothing in the child of a `fork()`.
     @discardableResult
     public func add(span: Span) -> Bool {
         guard consent.acceptsItems, tb_in_forked_child() == 0 else { return false }
@@ -328,8 +329,8 @@ public final class TelemetryBuffer: Sendable {
     ///
     /// - Parameter metric: The metric, encoded to JSON once, here, on the calling thread.
     /// - Returns: `true` once the buffer holds the metric; `false` if it was dropped (for the reasons
-    ///   `add(log:)` gives, a value that is NaN or infinite, counted as `invalid`, or
-    ///   `Options.beforeSendMetric`). Every drop is counted, as `trace_metric` with its
+    ///   ``TelemetryBuffer/add(log:)`` gives, a value that is NaN or infinite, counted as `invalid`, or
+    ///   ``Options/beforeSendMetric``). Every drop is counted, as `trace_metric` with its
     ///   `trace_metric_byte`s; nothing in the child of a `fork()`.
     @discardableResult
     public func add(metric: Metric) -> Bool {
@@ -402,9 +403,9 @@ public final class TelemetryBuffer: Sendable {
 
     /// Adds `value` under `key` to every log, span and metric added from now on (replacing an earlier value of
     /// the key, or the buffer's own default of that key); an item's own attribute of the key still wins.
-    /// Any key is sent as set, `user.*` included (`sendDefaultPii` gates only `setUser`), except
+    /// Any key is sent as set, `user.*` included (``Options/sendDefaultPii`` gates only `setUser`), except
     /// `sentry.timestamp.sequence`, which the buffer numbers; on a span whose field gives the key
-    /// (`Span.op`, the segment, the thread) the field wins. Items added before keep what they had. It
+    /// (``Span/op``, the segment, the thread) the field wins. Items added before keep what they had. It
     /// builds the pre-encoded attributes anew, under a lock: call it when the value changes, not per
     /// item. While any attribute (or a sent user) is set, each `add` takes that lock briefly to read them.
     public func setAttribute(_ value: AttributeValue, forKey key: String) {
@@ -418,7 +419,7 @@ public final class TelemetryBuffer: Sendable {
 
     /// Names the app's user on every later log, span and metric, as `user.id`, `user.email` and `user.name`
     /// (those not `nil`, replacing an attribute of the same key set with `setAttribute`), if
-    /// `Options.sendDefaultPii` is on; with it off (the default) this does nothing, as the protocol's
+    /// ``Options/sendDefaultPii`` is on; with it off (the default) this does nothing, as the protocol's
     /// rule for `user.*` on logs asks. All `nil` forgets the user.
     public func setUser(id: String?, email: String? = nil, username: String? = nil) {
         var user = Attributes()
@@ -433,28 +434,29 @@ public final class TelemetryBuffer: Sendable {
     /// caller's (the `sentry-` members of its `baggage`, without the prefix); one that starts a trace, its
     /// own (with its `sample_rand`). String fields; the `trace_id` is the trace's. Kept in memory for the
     /// latest 1024 traces set; the spans of other traces, and spans recovered after a restart, carry the
-    /// buffer's own (the DSN's public key, `Options.tracesSampleRate`, the release and the environment).
+    /// buffer's own (the DSN's public key, ``Options/tracesSampleRate``, the release and the environment).
     public func setSamplingContext(_ context: [String: String], forTrace trace: TraceID) {
         traceContexts.set(context, for: trace)
     }
 
     // MARK: Consent
 
-    /// The user's consent to collecting telemetry, as last set (`Options.dataCollection` at start).
+    /// The user's consent to collecting telemetry, as last set (``Options/dataCollection`` at start).
     public var dataCollection: DataCollection { consent.current }
 
     /// Changes the user's consent; it takes effect at once and never waits on disk I/O.
     ///
-    /// * `.pending`: items are taken and stored; no request starts once this returns (one already under
-    ///   way completes). Stored envelopes count against `maxCachedEnvelopes` and `maxCacheBytes` meanwhile.
+    /// * `.pending`: items are taken and stored; no request starts once this returns (one already under way
+    ///   completes). Stored envelopes count against ``Options/maxCachedEnvelopes`` and ``Options/maxCacheBytes``
+    ///   meanwhile.
     /// * `.granted`: uploads start, with what was stored before; after a revocation, once its removal is
     ///   done, so that nothing it removes is sent.
-    /// * `.revoked`: `add` refuses every item (returns `false`, not counted as a drop), no request starts,
-    ///   and whatever a forward publishes is deleted, never stored or handed to a transport; the
-    ///   background queue then removes everything stored, as `removeAllData()` does (a failure is reported
-    ///   to `Options.diagnosticHandler`; setting `.revoked` again retries).
+    /// * `.revoked`: `add` refuses every item (returns `false`, not counted as a drop), no request starts, and
+    ///   whatever a forward publishes is deleted, never stored or handed to a transport; the background queue then
+    ///   removes everything stored, as ``TelemetryBuffer/removeAllData()`` does (a failure is reported to
+    ///   ``Options/diagnosticHandler``; setting `.revoked` again retries).
     ///
-    /// With a custom `Options.transport` the buffer hands envelopes over while `.pending` or `.granted`:
+    /// With a custom ``Options/transport`` the buffer hands envelopes over while `.pending` or `.granted`:
     /// holding them while `.pending` is the transport's part.
     public func setDataCollection(_ value: DataCollection) {
         guard !Self.isForkedChild else { return }
@@ -475,21 +477,21 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
-    /// Removes everything this buffer stores: the items it holds (forwarded into nothing, through the
-    /// same exactly-once publication as a flush), what its files still hold of forwarded items (zeroed or
-    /// deleted), what start-up recovery could not publish, and every envelope in `envelopesDirectory`.
-    /// The deletions are durable when it returns: a crash or power loss after that brings none of it
-    /// back. Items added on other threads while it runs may be removed too; the consent does not change.
+    /// Removes everything this buffer stores: the items it holds (forwarded into nothing, through the same
+    /// exactly-once publication as a flush), what its files still hold of forwarded items (zeroed or deleted), what
+    /// start-up recovery could not publish, and every envelope in ``TelemetryBuffer/envelopesDirectory``. The
+    /// deletions are durable when it returns: a crash or power loss after that brings none of it back. Items added on
+    /// other threads while it runs may be removed too; the consent does not change.
     ///
-    /// It waits for the background queue and the disk (about as long as a `flush()`); no request starts
-    /// from the call on until it returns, but one already under way completes. With a custom transport,
-    /// what the default one stored in `envelopesDirectory` in earlier runs goes too; envelopes the custom
-    /// transport took are out of its reach. Called on the buffer's own queue (from a custom transport's
-    /// `send`), it cannot wait for the forward it interrupts: it is queued behind it and returns at once
-    /// (a failure then goes to `Options.diagnosticHandler`). In the child of a `fork()` it does nothing.
+    /// It waits for the background queue and the disk (about as long as a ``TelemetryBuffer/flush()-4a48u``); no
+    /// request starts from the call on until it returns, but one already under way completes. With a custom
+    /// transport, what the default one stored in ``TelemetryBuffer/envelopesDirectory`` in earlier runs goes too;
+    /// envelopes the custom transport took are out of its reach. Called on the buffer's own queue (from a custom
+    /// transport's `send`), it cannot wait for the forward it interrupts: it is queued behind it and returns at once
+    /// (a failure then goes to ``Options/diagnosticHandler``). In the child of a `fork()` it does nothing.
     ///
-    /// - Throws: `TelemetryBufferError.closed` after `close()`; `.fileSystem` if a file could not be
-    ///   removed or synced, or items could not be forwarded (the diagnostics say why): what it names may
+    /// - Throws: `TelemetryBufferError.closed` after ``TelemetryBuffer/close()-1o2jv``; `.fileSystem` if a file could
+    ///   not be removed or synced, or items could not be forwarded (the diagnostics say why): what it names may
     ///   remain. Every step runs even after one fails.
     ///
     /// Before the device's first unlock it drops what the buffer holds in memory and throws
@@ -574,12 +576,12 @@ public final class TelemetryBuffer: Sendable {
 
     /// Forwards everything buffered to the transport and returns once it is stored (on disk with the
     /// default transport: safe from any death of the process; the DoubleRotatingBuffer makes it durable
-    /// against power loss off the wait, within `ioSyncInterval`).
+    /// against power loss off the wait, within ``Options/ioSyncInterval``).
     public func flush() {
         onQueue { scheduler.forwardEverything() }
     }
 
-    /// Like `flush()`, waiting at most `timeout` seconds.
+    /// Like ``TelemetryBuffer/flush()-4a48u``, waiting at most `timeout` seconds.
     ///
     /// - Parameter timeout: The longest wait, in seconds (0 or less: do not wait).
     /// - Returns: `true` if the forward finished in time; `false` if it is still running in the background.
@@ -611,8 +613,8 @@ public final class TelemetryBuffer: Sendable {
         return done.wait(timeout: .now() + max(0, timeout)) == .success
     }
 
-    /// Like `flush()`, suspending the calling task instead of blocking its thread: for Swift concurrency,
-    /// whose threads must not wait on I/O. Returns once everything added before the call is stored.
+    /// Like ``TelemetryBuffer/flush()-4a48u``, suspending the calling task instead of blocking its thread: for Swift
+    /// concurrency, whose threads must not wait on I/O. Returns once everything added before the call is stored.
     public func flush() async {
         guard !Self.isForkedChild else { return }
         // It never blocks, so even a task that runs on the background queue itself cannot deadlock here.
@@ -624,9 +626,9 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
-    /// Like `close()`, suspending the calling task instead of blocking its thread. The waits `close()`
-    /// makes (for a request under way, the forward, pending diagnostics) happen on a dispatch thread,
-    /// never on one of Swift concurrency's.
+    /// Like ``TelemetryBuffer/close()-1o2jv``, suspending the calling task instead of blocking its thread. The waits
+    /// ``TelemetryBuffer/close()-1o2jv`` makes (for a request under way, the forward, pending diagnostics) happen on
+    /// a dispatch thread, never on one of Swift concurrency's.
     public func close() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             DispatchQueue.global(qos: .utility).async {
@@ -636,11 +638,11 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
-    /// Stops the uploader (waiting at most 2 s for a request under way; what is stored is sent by the next
-    /// buffer on this DSN), forwards everything like `flush()`, then rejects every later item (each
-    /// rejection counted as `buffer_overflow`) and releases the DSN's folder, so a new buffer may open it.
-    /// It takes as long as the forward's disk writes, plus at most 2 s for the request and 2 s for pending
-    /// diagnostics. Calling it again does nothing more.
+    /// Stops the uploader (waiting at most 2 s for a request under way; what is stored is sent by the next buffer on
+    /// this DSN), forwards everything like ``TelemetryBuffer/flush()-4a48u``, then rejects every later item (each
+    /// rejection counted as `buffer_overflow`) and releases the DSN's folder, so a new buffer may open it. It takes
+    /// as long as the forward's disk writes, plus at most 2 s for the request and 2 s for pending diagnostics.
+    /// Calling it again does nothing more.
     public func close() {
         guard !Self.isForkedChild else { return }
         // A buffer waiting for the unlock tries once more, so that what it holds is stored; no takeover

@@ -32,7 +32,7 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
         /// the DSN.
         public static let closed = Code(.closed)
 
-        /// The code's name, as written in Swift (`invalidDSN`).
+        /// The code's name, as written in Swift (``TelemetryBufferError/Code/invalidDSN``).
         public var description: String { kind.rawValue }
     }
 
@@ -42,14 +42,14 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
     public let reason: String
     /// The file or folder concerned, if any.
     public let path: String?
-    /// The option concerned (`invalidOption`).
+    /// The option concerned (``TelemetryBufferError/Code/invalidOption``).
     public let option: String?
-    /// The DSN concerned, its secret key replaced by `***` (`invalidDSN`).
+    /// The DSN concerned, its secret key replaced by `***` (``TelemetryBufferError/Code/invalidDSN``).
     public let dsn: String?
-    /// The call that failed (`fileSystem`): `open`, `fsync`, `rename`…
+    /// The call that failed (``TelemetryBufferError/Code/fileSystem``): `open`, `fsync`, `rename`…
     public let operation: String?
-    /// The `errno` the failing call set (`fileSystem`), read right after it; `nil` where the failure was not
-    /// a system call's (a file that is not the buffer's, a list the crash handler holds).
+    /// The `errno` the failing call set (``TelemetryBufferError/Code/fileSystem``), read right after it; `nil` where
+    /// the failure was not a system call's (a file that is not the buffer's, a list the crash handler holds).
     public let errno: Int32?
 
     private init(_ code: Code, reason: String, path: String? = nil, option: String? = nil, dsn: String? = nil,

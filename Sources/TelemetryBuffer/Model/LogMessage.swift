@@ -140,7 +140,7 @@ extension TelemetryBuffer.Log {
     /// - Parameters:
     ///   - level: How severe it is.
     ///   - message: The message, e.g. `"Upload finished in \(ms) ms"`.
-    ///   - traceID: The trace it belongs to; by default `TraceID.process`.
+    ///   - traceID: The trace it belongs to; by default ``TraceID/process``.
     ///   - spanID: The span that was active, if any.
     ///   - timestamp: When it happened; by default now.
     ///   - attributes: Typed attributes of its own.
@@ -154,37 +154,37 @@ extension TelemetryBuffer.Log {
         self.init(level: level, body: message.body, traceID: traceID, spanID: spanID, timestamp: timestamp, attributes: all)
     }
 
-    /// A `trace` log (see `init(level:_:traceID:spanID:timestamp:attributes:)`).
+    /// A `trace` log (see ``Log/init(level:_:traceID:spanID:timestamp:attributes:)``).
     public static func trace(_ message: TelemetryBuffer.LogMessage, traceID: TelemetryBuffer.TraceID = .process,
                              spanID: TelemetryBuffer.SpanID? = nil, attributes: TelemetryBuffer.Attributes = [:]) -> Self {
         Self(level: .trace, message, traceID: traceID, spanID: spanID, attributes: attributes)
     }
 
-    /// A `debug` log (see `init(level:_:traceID:spanID:timestamp:attributes:)`).
+    /// A `debug` log (see ``Log/init(level:_:traceID:spanID:timestamp:attributes:)``).
     public static func debug(_ message: TelemetryBuffer.LogMessage, traceID: TelemetryBuffer.TraceID = .process,
                              spanID: TelemetryBuffer.SpanID? = nil, attributes: TelemetryBuffer.Attributes = [:]) -> Self {
         Self(level: .debug, message, traceID: traceID, spanID: spanID, attributes: attributes)
     }
 
-    /// An `info` log (see `init(level:_:traceID:spanID:timestamp:attributes:)`).
+    /// An `info` log (see ``Log/init(level:_:traceID:spanID:timestamp:attributes:)``).
     public static func info(_ message: TelemetryBuffer.LogMessage, traceID: TelemetryBuffer.TraceID = .process,
                             spanID: TelemetryBuffer.SpanID? = nil, attributes: TelemetryBuffer.Attributes = [:]) -> Self {
         Self(level: .info, message, traceID: traceID, spanID: spanID, attributes: attributes)
     }
 
-    /// A `warn` log (see `init(level:_:traceID:spanID:timestamp:attributes:)`).
+    /// A `warn` log (see ``Log/init(level:_:traceID:spanID:timestamp:attributes:)``).
     public static func warn(_ message: TelemetryBuffer.LogMessage, traceID: TelemetryBuffer.TraceID = .process,
                             spanID: TelemetryBuffer.SpanID? = nil, attributes: TelemetryBuffer.Attributes = [:]) -> Self {
         Self(level: .warn, message, traceID: traceID, spanID: spanID, attributes: attributes)
     }
 
-    /// An `error` log (see `init(level:_:traceID:spanID:timestamp:attributes:)`).
+    /// An `error` log (see ``Log/init(level:_:traceID:spanID:timestamp:attributes:)``).
     public static func error(_ message: TelemetryBuffer.LogMessage, traceID: TelemetryBuffer.TraceID = .process,
                              spanID: TelemetryBuffer.SpanID? = nil, attributes: TelemetryBuffer.Attributes = [:]) -> Self {
         Self(level: .error, message, traceID: traceID, spanID: spanID, attributes: attributes)
     }
 
-    /// A `fatal` log (see `init(level:_:traceID:spanID:timestamp:attributes:)`).
+    /// A `fatal` log (see ``Log/init(level:_:traceID:spanID:timestamp:attributes:)``).
     public static func fatal(_ message: TelemetryBuffer.LogMessage, traceID: TelemetryBuffer.TraceID = .process,
                              spanID: TelemetryBuffer.SpanID? = nil, attributes: TelemetryBuffer.Attributes = [:]) -> Self {
         Self(level: .fatal, message, traceID: traceID, spanID: spanID, attributes: attributes)

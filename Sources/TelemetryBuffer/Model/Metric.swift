@@ -24,7 +24,7 @@ extension TelemetryBuffer {
         public var name: String
         /// The kind of measure.
         public var kind: Kind
-        /// The measured value. A double must be finite: `add(metric:)` refuses NaN and infinities.
+        /// The measured value. A double must be finite: ``TelemetryBuffer/add(metric:)`` refuses NaN and infinities.
         public var value: Value
         /// The unit, as Sentry names units (`millisecond`, `byte`, `percent`…), if any.
         public var unit: String?
@@ -45,7 +45,7 @@ extension TelemetryBuffer {
         ///   - value: The number (finite).
         ///   - unit: Sentry's unit name, if any.
         ///   - attributes: Typed attributes, sent in this order after the buffer's defaults.
-        ///   - traceID: The trace it belongs to; by default the process's (`TraceID.process`).
+        ///   - traceID: The trace it belongs to; by default the process's (``TraceID/process``).
         ///   - spanID: The span that was active, if any.
         ///   - timestamp: When it was measured; by default now.
         public init(name: String, kind: Kind, value: Value, unit: String? = nil, attributes: Attributes = [:],

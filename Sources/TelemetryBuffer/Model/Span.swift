@@ -64,7 +64,7 @@ extension TelemetryBuffer {
         public var segmentName: String?
         /// The thread the span ran on, `thread.id` and `thread.name`, where the app knows them.
         public var threadID: UInt64?
-        /// See `threadID`.
+        /// See ``Span/threadID``.
         public var threadName: String?
 
         /// A finished span.

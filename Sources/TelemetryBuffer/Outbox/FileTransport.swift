@@ -45,8 +45,8 @@ extension TelemetryBuffer {
         ///   - maxEnvelopes: How many envelopes are kept; storing one more evicts the least important.
         ///   - maxBytes: How many bytes of envelopes are kept; storing more evicts the least important.
         ///   - maxAge: Seconds after which a stored envelope is removed when the folder is opened.
-        /// - Throws: `TelemetryBufferError` for a folder that cannot be created or opened, or
-        ///   `invalidOption` for `maxEnvelopes` or `maxBytes` below 1.
+        /// - Throws: ``TelemetryBufferError`` for a folder that cannot be created or opened, or
+        ///   ``TelemetryBufferError/Code/invalidOption`` for `maxEnvelopes` or `maxBytes` below 1.
         public convenience init(directory: URL, maxEnvelopes: Int = 30, maxBytes: Int = 10 << 20,
                                 maxAge: TimeInterval = 7 * 24 * 3600) throws {
             try self.init(directory: directory, maxEnvelopes: maxEnvelopes, maxBytes: maxBytes, maxAge: maxAge,

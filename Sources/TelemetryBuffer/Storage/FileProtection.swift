@@ -1,7 +1,7 @@
 import Foundation
 
 extension TelemetryBuffer {
-    /// The data protection class of the buffer's folders and files (`Options.fileProtection`): when they
+    /// The data protection class of the buffer's folders and files (``Options/fileProtection``): when they
     /// can be read while the device is locked. It applies on iOS, iPadOS, Mac Catalyst, tvOS, visionOS and
     /// watchOS, and is set on the folders before any file is created in them (and on files an earlier
     /// version left); elsewhere it does nothing.

@@ -10,7 +10,7 @@ extension TelemetryBuffer {
         /// The envelope endpoint.
         public var url: URL
         /// Header fields, in order: send every one (`Content-Encoding: gzip` among them when the body is
-        /// compressed, see `UploadOptions.compressesBodies`).
+        /// compressed, see ``UploadOptions/compressesBodies``).
         public var headers: [(name: String, value: String)]
         /// The body: the envelope as sent.
         public var body: [UInt8]
@@ -59,8 +59,8 @@ extension TelemetryBuffer {
         private let session: URLSession
 
         /// A client with an ephemeral session whose requests may take at most `timeout` seconds. With
-        /// `unmeteredOnly`, on Apple platforms the session itself refuses expensive (cellular, hotspot) and
-        /// constrained (Low Data Mode) networks: a request there fails as a network error and goes again
+        /// ``UploadPolicy/unmeteredOnly``, on Apple platforms the session itself refuses expensive (cellular,
+        /// hotspot) and constrained (Low Data Mode) networks: a request there fails as a network error and goes again
         /// later. Where the system reports no network path (watchOS), that is what keeps uploads off them.
         public init(timeout: Double = 30, unmeteredOnly: Bool = false) {
             let configuration = URLSessionConfiguration.ephemeral

@@ -4,11 +4,11 @@ extension TelemetryBuffer {
         /// Seconds between two sends while draining the folder.
         public var pacing: Double = 0.1
         /// The first backoff: after the n-th failed attempt the uploader waits `backoffBase × 2^(n-1)` plus a
-        /// jitter uniform in [0, that), up to `maxAttempts`.
+        /// jitter uniform in [0, that), up to ``UploadOptions/maxAttempts``.
         public var backoffBase: Double = 3
         /// Failed attempts before the cool-off.
         public var maxAttempts = 5
-        /// Seconds of rest after `maxAttempts` failures; then the same cycle starts again.
+        /// Seconds of rest after ``UploadOptions/maxAttempts`` failures; then the same cycle starts again.
         public var coolOff: Double = 30 * 60
         /// Seconds a request may take in all (the default client cancels it then, however its answer
         /// trickles in); one an `HTTPClient` has not answered as long again later (at most 5 s later) counts

@@ -1,6 +1,6 @@
 extension TelemetryBuffer {
-    /// On which networks the uploader sends (`Options.uploadPolicy`). Whatever it is, nothing is dropped
-    /// for it: envelopes wait on disk, within `maxCachedEnvelopes` and `maxCacheBytes`.
+    /// On which networks the uploader sends (``Options/uploadPolicy``). Whatever it is, nothing is dropped
+    /// for it: envelopes wait on disk, within ``Options/maxCachedEnvelopes`` and ``Options/maxCacheBytes``.
     public enum UploadPolicy: String, Sendable, CaseIterable {
         /// On any network.
         case always
