@@ -83,8 +83,8 @@ public final class TelemetryBuffer: Sendable {
     /// `<directory>/telemetry-buffer` are renamed aside (claimed), and the background queue's first task reads them,
     /// deduplicates by item ID and publishes them as envelopes, before any new item is published. See
     /// ``TelemetryBuffer/recovery`` for what was found. The one wait: a buffer on the same DSN released without
-    /// ``TelemetryBuffer/close()-1o2jv`` holds the folder until its final forward, which this waits for (at most 2
-    /// s).
+    /// ``TelemetryBuffer/close()-1o2jv`` holds the folder until its final forward, which this waits for (at most
+    /// 2 s).
     ///
     /// - Parameter options: What the buffer sends where, and how it keeps it; validated here.
     /// - Throws: ``TelemetryBufferError`` for an invalid DSN, an option out of range, an unusable cache

@@ -32,7 +32,7 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
         /// the DSN.
         public static let closed = Code(.closed)
 
-        /// The code's name, as written in Swift (``TelemetryBufferError/Code/invalidDSN``).
+        /// The code's name, as written in Swift (`invalidDSN`).
         public var description: String { kind.rawValue }
     }
 

@@ -7,8 +7,8 @@ import Foundation
 final class GatedOutbox: Outbox, Sendable {
     private let next: any Outbox
     private let consent: DataCollectionState
-    /// Whether `discarding` runs (on the background queue, as every `adopt`).
-    private let discards = Locked(false)
+    /// How many `discarding` calls run (on the background queue, as every `adopt`; one may nest in another).
+    private let discards = Locked(0)
 
     init(_ next: any Outbox, consent: DataCollectionState) {
         self.next = next
@@ -17,13 +17,13 @@ final class GatedOutbox: Outbox, Sendable {
 
     /// Runs `body` (a forward) with every envelope it publishes deleted. Background queue.
     func discarding(_ body: () -> Void) {
-        discards.withLock { $0 = true }
-        defer { discards.withLock { $0 = false } }
+        discards.withLock { $0 += 1 }
+        defer { discards.withLock { $0 -= 1 } }
         body()
     }
 
     func adopt(_ paths: [String]) throws {
-        guard discards.withLock({ $0 }) || !consent.acceptsItems else { return try next.adopt(paths) }
+        guard discards.withLock({ $0 > 0 }) || !consent.acceptsItems else { return try next.adopt(paths) }
         for path in paths {
             guard unlink(path) == 0 || errno == ENOENT else { throw FileSystem.error("unlink", path) }
         }

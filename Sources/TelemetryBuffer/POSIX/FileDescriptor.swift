@@ -20,9 +20,14 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int, path: String) throws {
         var done = 0
         while done < bytes.count {
-            done += try SystemCall.retrying("pwrite", path) {
+            let written = try SystemCall.retrying("pwrite", path) {
                 pwrite(rawValue, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
             }
+            // A write that takes nothing would be tried for ever (a file system that answers so).
+            guard written > 0 else {
+                throw TelemetryBufferError.fileSystem(operation: "pwrite", path: path, reason: "wrote nothing")
+            }
+            done += written
         }
     }
 

@@ -23,13 +23,15 @@ final class UnsyncedFiles: Sendable {
     func append(_ fd: FileDescriptor, path: String) { files.withLock { $0.append((fd, path)) } }
 
     /// `fsync`s every file, then the folder (unless its caller syncs it once for several); closes the files.
+    /// All under the lock: an append meanwhile waits, and is synced by the next call.
     func sync(withFolder: Bool = true) throws {
-        let held = files.withLock { $0 }
-        for file in held {
-            guard file.fd.durableSync() == 0 else { throw FileSystem.error("fsync", file.path) }
+        try files.withLock { files in
+            for file in files {
+                guard file.fd.durableSync() == 0 else { throw FileSystem.error("fsync", file.path) }
+            }
+            if withFolder { try folder.sync() }
+            for file in files { file.fd.close() }
+            files = []
         }
-        if withFolder { try folder.sync() }
-        for file in held { file.fd.close() }
-        files.withLock { $0 = [] }
     }
 }

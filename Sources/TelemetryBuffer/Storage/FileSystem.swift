@@ -115,6 +115,10 @@ enum FileSystem {
             let written = try SystemCall.retrying("writev", path) {
                 vectors.withUnsafeBufferPointer { writev(fd.rawValue, $0.baseAddress! + first, Int32(count)) }
             }
+            // A write that takes nothing would be tried for ever (a file system that answers so).
+            guard written > 0 else {
+                throw TelemetryBufferError.fileSystem(operation: "writev", path: path, reason: "wrote nothing")
+            }
             // Skip what was written: whole vectors, then part of the next.
             var left = written
             while left > 0, left >= vectors[first].iov_len {

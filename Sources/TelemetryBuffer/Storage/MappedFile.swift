@@ -93,7 +93,9 @@ final class MappedFile {
 
     private static func allocate(_ fd: FileDescriptor, size: Int, path: String) throws {
         #if os(Linux)
-        let status = posix_fallocate(fd.rawValue, 0, off_t(size))
+        // It returns the error rather than setting errno; on tmpfs a pending signal interrupts it (EINTR).
+        var status = posix_fallocate(fd.rawValue, 0, off_t(size))
+        while status == EINTR { status = posix_fallocate(fd.rawValue, 0, off_t(size)) }
         if status == 0 { return }
         guard status == EOPNOTSUPP || status == EINVAL else {
             throw TelemetryBufferError.fileSystem(operation: "posix_fallocate", path: path, errno: status)

@@ -208,6 +208,8 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
             } catch {
                 return error.rawValue
             }
+            // A write that takes nothing would be tried for ever: no room, as far as the buffer can tell.
+            guard written > 0 else { return ENOSPC }
             let fromHeader = min(written, header.count - headerDone)
             headerDone += fromHeader
             payloadDone += written - fromHeader

@@ -59,7 +59,7 @@ extension TelemetryBuffer {
         private let session: URLSession
 
         /// A client with an ephemeral session whose requests may take at most `timeout` seconds. With
-        /// ``UploadPolicy/unmeteredOnly``, on Apple platforms the session itself refuses expensive (cellular,
+        /// `unmeteredOnly`, on Apple platforms the session itself refuses expensive (cellular,
         /// hotspot) and constrained (Low Data Mode) networks: a request there fails as a network error and goes again
         /// later. Where the system reports no network path (watchOS), that is what keeps uploads off them.
         public init(timeout: Double = 30, unmeteredOnly: Bool = false) {
