@@ -184,12 +184,14 @@ extension TelemetryBuffer {
         /// before the app chose a custom one), opened once and used through its descriptor: nothing if
         /// there is none, or if it is not a folder (a link to one is not followed); nothing is created.
         static func removeAll(in directory: URL) throws {
-            let raw = open(directory.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard raw >= 0 else {
-                if [ENOENT, ENOTDIR, ELOOP].contains(errno) { return }
-                throw FileSystem.error("open", directory.path)
+            let directoryFD: FileDescriptor
+            do {
+                let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+                directoryFD = try FileDescriptor.currentDirectory.open(directory.path, flags)
+            } catch {
+                if [ENOENT, ENOTDIR, ELOOP].contains(error.rawValue) { return }
+                throw TelemetryBufferError.fileSystem(operation: "open", path: directory.path, errno: error.rawValue)
             }
-            let directoryFD = FileDescriptor(rawValue: raw)
             defer { directoryFD.close() }
             var failure: (any Error)?
             _ = removeEnvelopes(try FileSystem.names(inDirectory: directoryFD, path: directory.path),
@@ -205,10 +207,7 @@ extension TelemetryBuffer {
         ) -> Set<String> {
             var kept = Set<String>()
             for name in names where name.hasSuffix(fileExtension) {
-                var status = stat()
-                if fstatat(directoryFD.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFDIR {
-                    continue
-                }
+                if let status = directoryFD.status(of: name), status.st_mode & S_IFMT == S_IFDIR { continue }
                 do {
                     try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: path)
                 } catch {

@@ -43,6 +43,49 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
         return status
     }
 
+    /// Reads into `buffer` until it is full or the file ends; returns the bytes read.
+    func read(into buffer: UnsafeMutableRawBufferPointer, path: String) throws -> Int {
+        var count = 0
+        while count < buffer.count {
+            let got = try SystemCall.retrying("read", path) {
+                Foundation.read(rawValue, buffer.baseAddress! + count, buffer.count - count)
+            }
+            if got == 0 { break }
+            count += got
+        }
+        return count
+    }
+
+    // MARK: As an open directory (`path` names it, for errors)
+
+    /// Opens `name` in this directory (`openat`).
+    func open(_ name: String, _ flags: Int32, mode: mode_t = 0o600) throws(Errno) -> FileDescriptor {
+        FileDescriptor(rawValue: try SystemCall.call { openat(rawValue, name, flags, mode) })
+    }
+
+    /// The status of the entry `name` in this directory, a link not followed (`fstatat`); `nil` where there
+    /// is none (or it cannot be read).
+    func status(of name: String) -> stat? {
+        var status = stat()
+        return (try? SystemCall.call { fstatat(rawValue, name, &status, AT_SYMLINK_NOFOLLOW) }) == nil ? nil : status
+    }
+
+    /// Renames `name` to `newName` within this directory (`renameat`).
+    func rename(_ name: String, to newName: String, path: String) throws {
+        try SystemCall.retrying("rename", path + "/" + name) { renameat(rawValue, name, rawValue, newName) }
+    }
+
+    /// Removes `name` from this directory (`unlinkat`); a missing entry is not an error.
+    func remove(_ name: String, path: String) throws {
+        do {
+            try SystemCall.call { unlinkat(rawValue, name, 0) }
+        } catch {
+            guard error.rawValue == ENOENT else {
+                throw TelemetryBufferError.fileSystem(operation: "unlink", path: path + "/" + name, errno: error.rawValue)
+            }
+        }
+    }
+
     /// Makes the file's data, or a folder's entries, durable: `fsync`, except on Apple platforms, where
     /// `fsync` only hands the data to the drive (which may keep it in its cache) and `fcntl(F_FULLFSYNC)`
     /// is the flush to stable storage (with `fsync` where the file system does not support it).

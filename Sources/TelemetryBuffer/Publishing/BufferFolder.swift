@@ -68,8 +68,7 @@ final class BufferFolder: @unchecked Sendable {
 
     /// Whether the folder has an entry `name`, of any kind (a link is not followed).
     func contains(_ name: String) -> Bool {
-        var status = stat()
-        return fstatat(fd.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0
+        fd.status(of: name) != nil
     }
 
     /// Whether `name` is a regular file of ours (see `FileSystem.isOurs`).
@@ -223,7 +222,7 @@ final class BufferFolder: @unchecked Sendable {
 
     func rename(_ name: String, to newName: String) throws {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
-        try SystemCall.retrying("rename", path + "/" + name) { renameat(fd.rawValue, name, fd.rawValue, newName) }
+        try fd.rename(name, to: newName, path: path)
     }
 
     /// Cuts the records off the framed file `name`, keeping its header.

@@ -46,9 +46,7 @@ enum FileSystem {
         let path = path ?? name
         let fd: FileDescriptor
         do {
-            fd = FileDescriptor(rawValue: try SystemCall.call {
-                openat(directory.rawValue, name, (flags & ~O_TRUNC) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
-            })
+            fd = try directory.open(name, (flags & ~O_TRUNC) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         } catch {
             // A symbolic link (ELOOP), or a FIFO without a reader (ENXIO): not ours.
             if error.rawValue == ELOOP || error.rawValue == ENXIO { throw ForeignFile(path: path) }
@@ -71,8 +69,7 @@ enum FileSystem {
     /// Whether `name` in `directoryFD` is a regular file of this user with one name, looked at without
     /// following a link (for files renamed, not opened).
     static func isOurs(_ name: String, in directory: FileDescriptor) -> Bool {
-        var status = stat()
-        guard fstatat(directory.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
+        guard let status = directory.status(of: name) else { return false }
         return status.st_mode & S_IFMT == S_IFREG && status.st_uid == geteuid() && status.st_nlink == 1
     }
 
@@ -85,15 +82,13 @@ enum FileSystem {
         let fd = try openFile(temporaryName, O_WRONLY | O_CREAT | O_TRUNC, in: directoryFD,
                               path: directoryPath + "/" + temporaryName)
         var renamed = false
-        defer { if !renamed { unlinkat(directoryFD.rawValue, temporaryName, 0) } }
+        defer { if !renamed { try? directoryFD.remove(temporaryName, path: directoryPath) } }
         do {
             defer { fd.close() }
             try writeAll(fd, bytes, path: directoryPath + "/" + temporaryName)
             guard fd.durableSync() == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
         }
-        try SystemCall.retrying("rename", directoryPath + "/" + name) {
-            renameat(directoryFD.rawValue, temporaryName, directoryFD.rawValue, name)
-        }
+        try directoryFD.rename(temporaryName, to: name, path: directoryPath)
         renamed = true
         guard directoryFD.durableSync() == 0 else { throw error("fsync", directoryPath) }
     }
@@ -174,25 +169,14 @@ enum FileSystem {
         let size = Int(clamping: try fd.status(path: path).st_size)  // a 64-bit size: a huge file must not trap where `Int` has 32 bits
         guard size <= limit else { throw TooLarge(path: path, size: size) }
         var first = [UInt8](repeating: 0, count: min(prefix, size))
-        let got = try first.withUnsafeMutableBytes { try readFully(fd, into: $0, path: path) }
+        let got = try first.withUnsafeMutableBytes { try fd.read(into: $0, path: path) }
         first.removeLast(first.count - got)
         let wanted = min(size, first.withUnsafeBytes(length))
         guard wanted > first.count, got == prefix else { return first }
         return try [UInt8](unsafeUninitializedCapacity: wanted) { buffer, count in
             count = UnsafeMutableBufferPointer(rebasing: buffer[..<first.count]).initialize(from: first).1
-            count += try readFully(fd, into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[count...])), path: path)
+            count += try fd.read(into: UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[count...])), path: path)
         }
-    }
-
-    /// Reads until `buffer` is full or the file ends; the number of bytes read.
-    private static func readFully(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer, path: String) throws -> Int {
-        var count = 0
-        while count < buffer.count {
-            let got = try SystemCall.retrying("read", path) { read(fd.rawValue, buffer.baseAddress! + count, buffer.count - count) }
-            if got == 0 { break }
-            count += got
-        }
-        return count
     }
 
     /// `fsync`s the named files of the directory (a missing one is skipped: it was sent or removed),
@@ -218,11 +202,15 @@ enum FileSystem {
     /// up again, and listings on other threads do not share its position. Throws if it cannot be listed
     /// (no descriptor left): an empty list would pass for a folder with nothing in it.
     static func names(inDirectory directoryFD: FileDescriptor, path: String) throws -> [String] {
-        let own = openat(directoryFD.rawValue, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard own >= 0 else { throw error("open", path) }
-        guard let directory = fdopendir(own) else {
+        let own: FileDescriptor
+        do {
+            own = try directoryFD.open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            throw TelemetryBufferError.fileSystem(operation: "open", path: path, errno: error.rawValue)
+        }
+        guard let directory = fdopendir(own.rawValue) else {
             let failure = error("fdopendir", path)
-            _ = close(own)
+            own.close()
             throw failure
         }
         defer { closedir(directory) }
@@ -241,9 +229,7 @@ enum FileSystem {
 
     /// Removes `name` from the directory; a missing file is not an error.
     static func remove(_ name: String, directoryFD: FileDescriptor, directoryPath: String) throws {
-        guard unlinkat(directoryFD.rawValue, name, 0) == 0 || errno == ENOENT else {
-            throw error("unlink", directoryPath + "/" + name)
-        }
+        try directoryFD.remove(name, path: directoryPath)
     }
 
 

@@ -17,12 +17,12 @@ enum BootSession {
         let id = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         #else
         // A /proc file reports size 0: read what is there.
-        let raw = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
-        guard raw >= 0 else { return nil }
-        let fd = FileDescriptor(rawValue: raw)
+        guard let fd = try? FileDescriptor.currentDirectory.open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC) else {
+            return nil
+        }
         defer { fd.close() }
         var bytes = [UInt8](repeating: 0, count: 64)
-        guard let count = try? SystemCall.retrying("read", "boot_id", { read(fd.rawValue, &bytes, bytes.count) }) else { return nil }
+        guard let count = try? bytes.withUnsafeMutableBytes({ try fd.read(into: $0, path: "boot_id") }) else { return nil }
         guard count > 0, let text = String(validating: bytes[..<count], as: UTF8.self) else { return nil }
         let id = text.filter { !$0.isWhitespace }  // it ends with a newline
         #endif
