@@ -218,8 +218,7 @@ final class KillTests: XCTestCase {
 
     /// A start that claims what a killed process left, killed itself once its claims are made: the next
     /// start still knows the boot those files were written in (claimed first, as a copy), so the copies of
-    /// lists whose envelopes were published are not taken for live items. (The boot was claimed last: a kill
-    /// in between left the generation without it, and the last batch was published twice.)
+    /// lists whose envelopes were published are not taken for live items.
     func testARecoveryKilledAfterItsClaimsKeepsTheirBoot() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }

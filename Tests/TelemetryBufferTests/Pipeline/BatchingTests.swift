@@ -116,8 +116,8 @@ final class BatchingTests: XCTestCase {
     }
 
     /// A wake-up for a batch that reached a limit (here: the log limit), run after a `flush()` that has
-    /// forwarded that batch, forwards nothing: it used to forward part of what came next on its own, and
-    /// split a trace's spans over two envelopes (the demo's tour saw it on CI). Every strategy.
+    /// forwarded that batch, forwards nothing: not part of what came next on its own, which would split a
+    /// trace's spans over two envelopes. Every strategy.
     func testAWakeUpForABatchAFlushForwardedForwardsNothing() throws {
         for strategy in Options.Strategy.allCases {
             let folder = try TemporaryDirectory()

@@ -35,7 +35,7 @@ final class HostileFolderTests: XCTestCase {
 
     /// A FIFO or link where a strategy's own file goes (a list, the stream cache, the file it rotates
     /// into) is neither opened, followed nor moved: the buffer does not start, and says which file is in
-    /// the way. (A FIFO named `flushing` was replaced by the stream cache's first rotation.)
+    /// the way.
     func testAForeignFileWhereTheBufferKeepsItsItemsFailsStartClearly() throws {
         let buffer = directory.bufferFolder()
         for (strategy, name) in [(Options.Strategy.doubleRotatingBuffer, BufferFile.crashSafeList(1).name),

@@ -275,7 +275,7 @@ final class StorageTests: XCTestCase {
 
     /// A list a later format version wrote (an app run again at an older version) is not this version's to
     /// read: claimed and set aside under its claimed name, for the newer version, at this start and the
-    /// next. (It was taken as damage: deleted, its bytes counted as discarded, its items lost.)
+    /// next.
     func testAListOfALaterFormatVersionIsSetAsideNotDeleted() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
@@ -309,9 +309,8 @@ final class StorageTests: XCTestCase {
     }
 
     /// Records of a signal this version does not know (a later version's), among logs: skipped, not taken
-    /// for damage (the scan stopped at the first: every log after it was lost, its bytes counted as
-    /// discarded), and kept in `kept` for a version that knows them, at this start and the next, never
-    /// published; the logs around them are published once.
+    /// for damage (no log after them is lost, no byte counted as discarded), and kept in `kept` for a version
+    /// that knows them, at this start and the next, never published; the logs around them are published once.
     func testRecordsOfAnUnknownSignalAreKeptForALaterVersion() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
@@ -430,8 +429,7 @@ final class StorageTests: XCTestCase {
 
     /// A list recovery published from its file (re-marked there, in this boot) and could not remove is
     /// judged at the next start by the boot it was marked in, not by the boot of the process that filled
-    /// it: its items are not published again. (They were: the list's claimed boot named another boot, or
-    /// was deleted.)
+    /// it: its items are not published again.
     func testAListRecoveryPublishedAndCouldNotRemoveIsNotPublishedAgain() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let list = RecordRegion(mapping: try MappedFile(path: bufferFolder + "/crash-safe-list-1", size: 4096 + 32),
@@ -522,8 +520,8 @@ final class StorageTests: XCTestCase {
         XCTAssertTrue(bodies[0].contains("\"body\":\"after\""), bodies[0])
     }
 
-    /// Creating a buffer on an empty folder reads none of its new lists' pages but the header's: the first
-    /// store into a fresh mapping used to read ahead (zero) a window of pages on the creating thread, most of
+    /// Creating a buffer on an empty folder reads none of its new lists' pages but the header's: a read-ahead
+    /// of the first store into a fresh mapping would zero a window of pages on the creating thread, most of
     /// its start-up time (`LoadDriver startup`). Counted in the page cache with `mincore`.
     func testANewListIsNotReadAheadWhenTheBufferIsCreated() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
@@ -569,8 +567,7 @@ final class StorageTests: XCTestCase {
 
     /// A spare of ours swapped for a link after the buffer took note of it: the retirement that would reuse
     /// it fails once (the link is not followed), the spare is dropped, and the next forward retires into a
-    /// new file. (It was kept for another try while the name existed, or moved into the cache's place
-    /// before: every later retirement failed, and the list's items never went out.)
+    /// new file, and the list's items go out.
     func testASpareSwappedForALinkIsDroppedNotRetriedForever() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.recovery.items, 0)
@@ -723,7 +720,7 @@ final class StorageTests: XCTestCase {
     /// fails with EFBIG and raises SIGXFSZ, counted here): after the first append that does not fit, the
     /// calling thread writes nothing more and its items are refused at once (counted), until the
     /// background's probe sees an append fit again (the limit lifted); then adds go on, and every
-    /// acknowledged item arrives. (Every refused add tried its `writev` again: 1,000 SIGXFSZ here before.)
+    /// acknowledged item arrives.
     func testAFullDiskCostsTheCallingThreadNoMoreWrites() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }

@@ -270,8 +270,8 @@ final class UploadTests: XCTestCase {
         eventually { buffer.stats().stored["log"] == nil }
     }
 
-    /// On a clock moved by hand: an envelope stored during the pacing after a sent one waits for it (a
-    /// kick used to cut it short, so Low Power Mode's spacing held only while nothing new was stored).
+    /// On a clock moved by hand: an envelope stored during the pacing after a sent one waits for it, so that
+    /// Low Power Mode's spacing holds while new envelopes are stored.
     func testANewEnvelopeWaitsOutThePacing() throws {
         let server = try server()
         defer { server.stop() }
