@@ -77,7 +77,7 @@ extension TelemetryBuffer {
                 if name.hasPrefix("."), name.hasSuffix(Self.temporarySuffix) {
                     // Ours only: a link or someone else's file under such a name is left alone.
                     guard FileSystem.isOurs(name, in: directoryFD) else { continue }
-                    try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+                    try? directoryFD.remove(name, path: directory.path)
                 } else if name.hasSuffix(Self.fileExtension) {
                     let path = directory.appendingPathComponent(name).path
                     let created = Self.creationDate(ofName: name)
@@ -156,7 +156,7 @@ extension TelemetryBuffer {
             }
             guard known else { return }
             if let reason { discard(name, reason: reason, why: why) } else {
-                try? FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+                try? directoryFD.remove(name, path: directory.path)
             }
         }
 
@@ -209,7 +209,7 @@ extension TelemetryBuffer {
             for name in names where name.hasSuffix(fileExtension) {
                 if let status = directoryFD.status(of: name), status.st_mode & S_IFMT == S_IFDIR { continue }
                 do {
-                    try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: path)
+                    try directoryFD.remove(name, path: path)
                 } catch {
                     failure = failure ?? error
                     kept.insert(name)
@@ -343,7 +343,7 @@ extension TelemetryBuffer {
                 for (category, quantity) in counts { reports.record(reason, category, quantity: quantity) }
             }
             do {
-                try FileSystem.remove(name, directoryFD: directoryFD, directoryPath: directory.path)
+                try directoryFD.remove(name, path: directory.path)
                 diagnostics.log(.warning, "dropped envelope \(name): \(why)")
             } catch {
                 diagnostics.log(.error, "could not remove envelope \(name): \(error)")

@@ -38,7 +38,7 @@ final class BufferFolder: @unchecked Sendable {
         // What interrupted atomic writes left (`.<name>.tmp`): ours only, a link or someone else's file
         // under such a name is left alone.
         for name in names where name.hasPrefix(".") && name.hasSuffix(Self.temporarySuffix) && FileSystem.isOurs(name, in: fd) {
-            try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)
+            try? fd.remove(name, path: path)
         }
         nextEnvelope = names.compactMap { BufferFile(name: $0)?.stagedIndex }.max().map { $0 + 1 } ?? 0
     }
@@ -237,7 +237,7 @@ final class BufferFolder: @unchecked Sendable {
     @discardableResult
     func remove(_ name: String) -> Bool {
         guard !isReleased else { return false }
-        return (try? FileSystem.remove(name, directoryFD: fd, directoryPath: path)) != nil
+        return (try? fd.remove(name, path: path)) != nil
     }
 
     /// Removes every buffer file of this process (not what recovery claimed from others): what it holds
@@ -254,7 +254,7 @@ final class BufferFolder: @unchecked Sendable {
         for name in try names() where isOurs(name) {
             switch BufferFile(name: name) {
             case .claimed?, .awaitingSync?, .streamFlushing?, .recovered?, .detectedTermination?, .stagedEnvelope?, .kept?:
-                try FileSystem.remove(name, directoryFD: fd, directoryPath: path)
+                try fd.remove(name, path: path)
             default:
                 continue
             }

@@ -35,7 +35,7 @@ final class AsyncIOCache {
                                       to: $0.baseAddress!)
         }
         do {
-            try header.withUnsafeBytes { try write($0, at: 0, fd: fd, path: path) }
+            try header.withUnsafeBytes { try fd.write($0, at: 0, path: path) }
             // A spare that still holds records (its emptying lost to power loss, or not ours to trust) would
             // have them read back after the new header as this cache's, and published twice.
             if !truncating { try fd.truncate(to: RecordFraming.headerSize, path: path) }
@@ -57,8 +57,8 @@ final class AsyncIOCache {
         for lane in 0..<list.laneCount {
             let records = list.records(lane: lane)
             guard records.count > mirrored[lane] else { continue }
-            try Self.write(UnsafeRawBufferPointer(rebasing: records[mirrored[lane]...]),
-                           at: RecordFraming.headerSize + mirrored.reduce(0, +), fd: fd, path: path)
+            try fd.write(UnsafeRawBufferPointer(rebasing: records[mirrored[lane]...]),
+                         at: RecordFraming.headerSize + mirrored.reduce(0, +), path: path)
             mirrored[lane] = records.count
             wrote = true
         }
@@ -113,9 +113,5 @@ final class AsyncIOCache {
         moved = false
         mirrored = []
         unsynced = false
-    }
-
-    private static func write(_ bytes: UnsafeRawBufferPointer, at offset: Int, fd: FileDescriptor, path: String) throws {
-        try fd.write(bytes, at: offset, path: path)
     }
 }

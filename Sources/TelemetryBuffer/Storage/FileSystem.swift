@@ -27,7 +27,11 @@ enum FileSystem {
 
     /// An open descriptor of a directory, for `fsync` after renames into it.
     static func openDirectory(_ url: URL) throws -> FileDescriptor {
-        FileDescriptor(rawValue: try SystemCall.retrying("open", url.path) { open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+        do {
+            return try FileDescriptor.currentDirectory.open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        } catch {
+            throw TelemetryBufferError.fileSystem(operation: "open", path: url.path, errno: error.rawValue)
+        }
     }
 
     /// A file in the folder that is not the buffer's: a symbolic link, a FIFO, a device, a folder, another
@@ -225,11 +229,6 @@ enum FileSystem {
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()
-    }
-
-    /// Removes `name` from the directory; a missing file is not an error.
-    static func remove(_ name: String, directoryFD: FileDescriptor, directoryPath: String) throws {
-        try directoryFD.remove(name, path: directoryPath)
     }
 
 
