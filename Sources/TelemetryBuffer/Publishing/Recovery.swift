@@ -256,42 +256,47 @@ enum Recovery {
         }
     }
 
-    /// A claimed crash-safe list, its claimed IO cache if any, and how many records each holds.
+    /// A claimed crash-safe list, its claimed IO cache if any, how many records each holds, and the bytes of
+    /// both that are not valid records.
     private struct ListWithCache {
         var list: FramedFile
         var cache: FramedFile?
         var items: Int
         var copies: Int
+        var discarded: Int
     }
 
-    /// The claimed crash-safe lists, oldest first, when they and their IO caches are all the sources, every
-    /// file reads without a bad byte, and each cache holds only records its list holds: the case after a
-    /// process death. Then every item is in a list once, and each list can be published as it is.
+    /// The claimed crash-safe lists, oldest first, when they and their IO caches are all the sources and
+    /// each cache holds only records its list holds: the case after a process death. Then every item is in
+    /// a list once, and each list can be published as it is. A file may end in a torn record (a kill in
+    /// the middle of an add, or of a cache's write): the deduplicating path reads it no further either.
     private static func listsHoldingTheirCaches(_ sources: [FramedFile]) -> [ListWithCache]? {
         struct Key: Hashable { var generation: Int, number: Int }
         var ids: [String: Set<ItemID>] = [:]
         var lists: [Key: ListWithCache] = [:]
-        var caches: [Key: FramedFile] = [:]
+        var caches: [Key: (file: FramedFile, discarded: Int)] = [:]
         for source in sources {
             guard let claimed = claimedName(source.name), source.kind != nil else { return nil }
             var held = Set<ItemID>()
             let scan = source.withRecords { $0.forEachRecord { held.insert($0.id) } }
             // Records to keep for a later version take the other path, which keeps them.
-            guard scan.discardedBytes == 0, scan.unknownRecords == 0 else { return nil }
+            guard scan.unknownRecords == 0 else { return nil }
             ids[source.name] = held
             switch claimed.original {
             case .crashSafeList(let number):
-                lists[Key(generation: claimed.generation, number: number)] = ListWithCache(list: source, cache: nil, items: held.count, copies: 0)
+                lists[Key(generation: claimed.generation, number: number)] =
+                    ListWithCache(list: source, cache: nil, items: held.count, copies: 0, discarded: scan.discardedBytes)
             case .asyncIOCache(let number):
-                caches[Key(generation: claimed.generation, number: number)] = source
+                caches[Key(generation: claimed.generation, number: number)] = (source, scan.discardedBytes)
             default:
                 return nil
             }
         }
         for (key, cache) in caches {
-            guard let list = lists[key], ids[cache.name]!.isSubset(of: ids[list.list.name]!) else { return nil }
-            lists[key]!.cache = cache
-            lists[key]!.copies = ids[cache.name]!.count
+            guard let list = lists[key], ids[cache.file.name]!.isSubset(of: ids[list.list.name]!) else { return nil }
+            lists[key]!.cache = cache.file
+            lists[key]!.copies = ids[cache.file.name]!.count
+            lists[key]!.discarded += cache.discarded
         }
         return sources.compactMap { source in lists.values.first { $0.list.name == source.name } }
     }
@@ -323,6 +328,8 @@ enum Recovery {
         var envelopes: [UnsyncedFiles] = [], spent: [(list: String, cache: String?)] = [], removed = false
         for entry in lists {
             var (list, cache) = (entry.list.name, entry.cache?.name)
+            // As the deduplicating path counts them: a `captured` list's were counted when it was published.
+            if entry.list.publication.state != .captured { report.discardedBytes += entry.discarded }
             if toPublish(entry) {
                 if owned {
                     // Its marker as this recovery reads it first: a `captured` one from another boot counts as

@@ -109,8 +109,8 @@ final class LaneTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), (0..<8).map(String.init))
     }
 
-    /// The same when the list cannot be published as it is (a torn tail in its cache sends recovery
-    /// through deduplication by item ID, which sorts by sequence).
+    /// The same when the list cannot be published as it is (a file that is not a list beside it sends
+    /// recovery through deduplication by item ID, which sorts by sequence).
     func testRecoveryOrdersLanesByArrivalWhenItDeduplicates() throws {
         try FileManager.default.createDirectory(atPath: bufferFolder, withIntermediateDirectories: true)
         let list = try twoLaneList(at: bufferFolder + "/crash-safe-list-1")
@@ -119,11 +119,7 @@ final class LaneTests: XCTestCase {
         let cache = try AsyncIOCache(path: bufferFolder + "/async-io-cache-1")
         try cache.catchUp(with: list)
         try cache.sync()
-        let cacheFile = bufferFolder + "/async-io-cache-1"
-        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: cacheFile))
-        handle.seekToEndOfFile()
-        handle.write(Data([1, 2, 3]))  // a torn tail
-        handle.closeFile()
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: bufferFolder + "/detected-termination-0"))
 
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.recovery.items, 4)
