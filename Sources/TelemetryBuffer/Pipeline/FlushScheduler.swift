@@ -12,9 +12,11 @@ final class FlushScheduler: @unchecked Sendable {
     private let interval: TimeInterval
     private let clock: any Clock
     private let strategy: any BufferStrategy
-    /// Armed from `init` to `close()`, firing (with no handler) once a year: libdispatch sets up its
-    /// event loop (epoll, eventfd, and on Linux a timerfd) when a timer is first armed and keeps it while
-    /// one is. Set up lazily at the first forward, it trapped the process when no descriptor was left.
+    /// Armed from `init` to `close()`, firing (doing nothing) once a year: libdispatch sets up its event
+    /// loop (epoll, eventfd, and on Linux a timerfd) when a timer is first armed and keeps it while one is.
+    /// Set up lazily at the first forward, it trapped the process when no descriptor was left. It has a
+    /// handler and a schedule before it resumes: else libdispatch logs a deprecated use (through syslog,
+    /// on the creating thread).
     private let eventLoopKeeper: DispatchSourceTimer
     /// Wakes the queue: bits are OR-ed into the source, and one event handler run sees them all.
     private let wake: DispatchSourceUserDataOr
@@ -33,8 +35,9 @@ final class FlushScheduler: @unchecked Sendable {
         self.clock = clock
         self.strategy = strategy
         eventLoopKeeper = DispatchSource.makeTimerSource(queue: queue)
-        eventLoopKeeper.resume()
+        eventLoopKeeper.setEventHandler {}
         eventLoopKeeper.schedule(deadline: .now() + .seconds(365 * 86_400), repeating: .seconds(365 * 86_400))
+        eventLoopKeeper.resume()
         let wake = DispatchSource.makeUserDataOrSource(queue: queue)
         // `or` may be called from any thread (libdispatch's contract); the type is not marked Sendable.
         nonisolated(unsafe) let source = wake

@@ -52,6 +52,9 @@ enum Demo {
         environment["TELEMETRY_BUFFER_FAILPOINT"] = armed.isEmpty ? nil : armed.joined(separator: ",")
         environment["TELEMETRY_BUFFER_FAILPOINT_HELD"] = held?.path
         if !backtrace { environment["SWIFT_BACKTRACE"] = "enable=no" }
+        // libdispatch reports misuse (a "DEPRECATED USE in libdispatch client" line) to syslog; here, where
+        // a test reads it.
+        environment["LIBDISPATCH_LOG"] = "stderr"
         process.environment = environment
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output

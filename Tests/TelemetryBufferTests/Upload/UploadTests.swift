@@ -115,6 +115,7 @@ final class UploadTests: XCTestCase {
         let upload = try Demo.run(["upload", "--dir", directory.url.path, "--dsn", server.dsn, "--timeout", "20"],
                                   failing: .zlibMissing)
         XCTAssertEqual(upload.status, 0, upload.output + upload.errors)
+        XCTAssertFalse(upload.errors.contains("libdispatch"), "the uploader's timers: \(upload.errors)")
         let requests = server.requests.withLock { $0 }
         XCTAssertEqual(requests.count, 1)
         XCTAssertGreaterThan(requests[0].body.count, Gzip.threshold)
