@@ -256,8 +256,9 @@ enum Recovery {
         }
     }
 
-    /// A claimed crash-safe list, its claimed IO cache if any, how many records each holds, and the bytes of
-    /// both that are not valid records.
+    /// A claimed crash-safe list, its claimed IO cache if any, how many records each holds, and the bytes
+    /// that are not valid records (as the deduplicating path counts them: not those of a `captured` list,
+    /// which it does not read).
     private struct ListWithCache {
         var list: FramedFile
         var cache: FramedFile?
@@ -268,8 +269,9 @@ enum Recovery {
 
     /// The claimed crash-safe lists, oldest first, when they and their IO caches are all the sources and
     /// each cache holds only records its list holds: the case after a process death. Then every item is in
-    /// a list once, and each list can be published as it is. A file may end in a torn record (a kill in
-    /// the middle of an add, or of a cache's write): the deduplicating path reads it no further either.
+    /// a list once, and each list can be published as it is. A cache may end in a torn record (a kill in
+    /// the middle of its write), a list in a damaged one (power loss): the deduplicating path reads no
+    /// further either.
     private static func listsHoldingTheirCaches(_ sources: [FramedFile]) -> [ListWithCache]? {
         struct Key: Hashable { var generation: Int, number: Int }
         var ids: [String: Set<ItemID>] = [:]
@@ -285,7 +287,8 @@ enum Recovery {
             switch claimed.original {
             case .crashSafeList(let number):
                 lists[Key(generation: claimed.generation, number: number)] =
-                    ListWithCache(list: source, cache: nil, items: held.count, copies: 0, discarded: scan.discardedBytes)
+                    ListWithCache(list: source, cache: nil, items: held.count, copies: 0,
+                                  discarded: source.publication.state == .captured ? 0 : scan.discardedBytes)
             case .asyncIOCache(let number):
                 caches[Key(generation: claimed.generation, number: number)] = (source, scan.discardedBytes)
             default:
@@ -328,8 +331,7 @@ enum Recovery {
         var envelopes: [UnsyncedFiles] = [], spent: [(list: String, cache: String?)] = [], removed = false
         for entry in lists {
             var (list, cache) = (entry.list.name, entry.cache?.name)
-            // As the deduplicating path counts them: a `captured` list's were counted when it was published.
-            if entry.list.publication.state != .captured { report.discardedBytes += entry.discarded }
+            report.discardedBytes += entry.discarded
             if toPublish(entry) {
                 if owned {
                     // Its marker as this recovery reads it first: a `captured` one from another boot counts as
