@@ -40,7 +40,7 @@ if command -v strace > /dev/null; then
         printf "saturate under strace: %d syncs for %d envelopes, %.2f per envelope\n", $4, envelopes, $4 / (envelopes > 0 ? envelopes : 1) }' "$counted"
     rm -f "$counted"
 fi
-# Start-up to a usable buffer, on an empty folder and after a kill, and the first flush after the kill.
+# Start-up to a usable buffer, on an empty folder, after a clean close and after a kill, and the first flush after the kill.
 "$driver" startup "$((rounds / 10 + 1))"
 
 # The battery scenario: a steady rate of typical logs (a process per run; rate 0 is one log), its wake-ups
