@@ -115,7 +115,12 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
                                                         size: RecordRegion.mappingSize(recordCapacity: maxBatchBytes, lanes: lanes)),
                                 kind: .crashSafeList, recordCapacity: maxBatchBytes, lanes: lanes)
         }
-        caches = try (1...2).map { try AsyncIOCache(path: folder.path + "/" + BufferFile.asyncIOCache($0).name) }
+        // Created by their first use, on `io`; a file not ours in their place fails the start now, as one in a list's does.
+        let cacheNames = (1...2).map { BufferFile.asyncIOCache($0).name }
+        for name in cacheNames where folder.contains(name) && !folder.isOurs(name) {
+            throw FileSystem.ForeignFile(path: folder.path + "/" + name)
+        }
+        caches = cacheNames.map { AsyncIOCache(path: folder.path + "/" + $0) }
         unsynced = Locked(Unsynced())
         regions = RotatingRegions(lists[0], lists[1], limits: batcher.limits, claimable: listsInMemory)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)

@@ -146,7 +146,7 @@ final class KillTests: XCTestCase {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let buffer = try folder.makeBufferFolder(dsn: demoDefaultDSN)
-        let spare = try AsyncIOCache(path: buffer + "/spare-0")
+        let spare = AsyncIOCache(path: buffer + "/spare-0")
         let published = RecordRegion(recordCapacity: 1 << 16, kind: .memoryList)
         appendLogs((0..<20).map { "item \($0)" }, to: published, nonce: 99)
         try spare.catchUp(with: published)
@@ -385,7 +385,7 @@ final class KillTests: XCTestCase {
             appendLogs(["l0", "l1", "l2"], to: list)
             let expected: String
             if damage == "cache" {
-                let cache = try AsyncIOCache(path: buffer + "/async-io-cache-1")
+                let cache = AsyncIOCache(path: buffer + "/async-io-cache-1")
                 try cache.catchUp(with: list)
                 let handle = try XCTUnwrap(FileHandle(forWritingAtPath: buffer + "/async-io-cache-1"))
                 handle.seekToEndOfFile()

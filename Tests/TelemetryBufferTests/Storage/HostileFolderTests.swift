@@ -33,12 +33,13 @@ final class HostileFolderTests: XCTestCase {
         XCTAssertEqual(stored.stats().stored["log"]?.items, Int.max)
     }
 
-    /// A FIFO or link where a strategy's own file goes (a list, the stream cache, the file it rotates
-    /// into) is neither opened, followed nor moved: the buffer does not start, and says which file is in
+    /// A FIFO or link where a strategy's own file goes (a list, an IO cache, the stream cache, the file it
+    /// rotates into) is neither opened, followed nor moved: the buffer does not start, and says which file is in
     /// the way.
     func testAForeignFileWhereTheBufferKeepsItsItemsFailsStartClearly() throws {
         let buffer = directory.bufferFolder()
         for (strategy, name) in [(Options.Strategy.doubleRotatingBuffer, BufferFile.crashSafeList(1).name),
+                                 (.doubleRotatingBuffer, BufferFile.asyncIOCache(2).name),
                                  (.fileStreamCache, BufferFile.streamCache.name),
                                  (.fileStreamCache, BufferFile.streamFlushing.name)] {
             _ = try directory.makeBufferFolder()

@@ -147,7 +147,7 @@ func appendLogs(_ bodies: [String], to region: RecordRegion, nonce: UInt64 = 1, 
 func plantPublishedCopies(in folder: String, files: Int, body: (Int, Int) -> String) throws -> [String] {
     var planted: [String] = []
     for file in 0..<files {
-        let copy = try AsyncIOCache(path: folder + "/awaiting-sync-\(file)")
+        let copy = AsyncIOCache(path: folder + "/awaiting-sync-\(file)")
         let published = RecordRegion(recordCapacity: 1 << 20, kind: .memoryList)
         let bodies = (0..<800).map { body(file, $0) }
         appendLogs(bodies, to: published, from: UInt64(file * 800))
