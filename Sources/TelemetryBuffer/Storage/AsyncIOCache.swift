@@ -12,6 +12,8 @@ final class AsyncIOCache {
     private let path: String
     /// `nil` until the first use.
     private var fd: FileDescriptor?
+    /// Created by the first use and its name not yet synced: the next `sync` syncs the folder too.
+    private var nameUnsynced = false
     /// Record bytes of each lane of the list already written to the file, one lane's after another's.
     private var mirrored: [Int] = []
     private var unsynced = false
@@ -30,7 +32,7 @@ final class AsyncIOCache {
     private func file() throws -> FileDescriptor {
         if let fd { return fd }
         let created = try Self.create(path)
-        fd = created
+        (fd, nameUnsynced) = (created, true)
         return created
     }
 
@@ -61,8 +63,10 @@ final class AsyncIOCache {
     /// Appends the list's records committed since the last call; returns whether it wrote anything.
     @discardableResult
     func catchUp(with list: RecordRegion) throws -> Bool {
-        let fd = try file()
         if mirrored.count != list.laneCount { mirrored = Array(repeating: 0, count: list.laneCount) }
+        // Nothing new creates no file (the timer's run on a list just rotated in, a close with nothing held).
+        guard (0..<list.laneCount).contains(where: { list.records(lane: $0).count > mirrored[$0] }) else { return false }
+        let fd = try file()
         var wrote = false
         for lane in 0..<list.laneCount {
             let records = list.records(lane: lane)
@@ -84,10 +88,18 @@ final class AsyncIOCache {
         unsynced = false
     }
 
-    /// Makes everything written durable.
+    /// Makes everything written durable, and the file's name once it was created (else power loss could
+    /// keep the synced bytes under no name).
     func sync() throws {
         guard unsynced, let fd else { return }
         guard fd.dataSync() == 0 else { throw FileSystem.error("fdatasync", path) }
+        if nameUnsynced {
+            let folder = (path as NSString).deletingLastPathComponent
+            let directory = try FileSystem.openDirectory(URL(fileURLWithPath: folder, isDirectory: true))
+            defer { directory.close() }
+            guard directory.durableSync() == 0 else { throw FileSystem.error("fsync", folder) }
+            nameUnsynced = false
+        }
         unsynced = false
     }
 

@@ -371,7 +371,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
 
     /// Waits for the sync that empties the retired IO caches and makes those truncations durable (an
-    /// emptied copy becomes a spare, then an IO cache again: the spares and both caches are synced), then
+    /// emptied copy becomes a spare, then an IO cache again: the spares and the caches are synced), then
     /// zeroes the lists past their records (a forward leaves the published items' bytes there) and writes
     /// them to disk.
     func scrub() throws {

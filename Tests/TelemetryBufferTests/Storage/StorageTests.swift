@@ -16,18 +16,20 @@ final class StorageTests: XCTestCase {
         try FileManager.default.attributesOfItem(atPath: bufferFolder + "/" + name)[.size] as! Int
     }
 
-    /// The IO caches are created by their first use, on the IO queue, not by the thread that creates the
+    /// The IO caches are created by their first copy, on the IO queue, not by the thread that creates the
     /// buffer (each file created took 0.1 ms of its start on this machine's ext4). A buffer that never
-    /// receives an item leaves none; one that does delivers it as before.
-    func testTheIOCachesAreCreatedOffTheCreatingThread() throws {
+    /// receives an item leaves none; the active list's cache appears with its first item's copy.
+    func testTheIOCachesAreCreatedByTheirFirstCopy() throws {
         let caches = [BufferFile.asyncIOCache(1).name, BufferFile.asyncIOCache(2).name]
         let exists = { caches.map { FileManager.default.fileExists(atPath: self.bufferFolder + "/" + $0) } }
         let idle = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(exists(), [false, false], "created with the buffer")
         idle.close()
         XCTAssertEqual(exists(), [false, false], "a buffer without items")
-        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.ioSyncInterval = 0.01 })
         buffer.add(log: .test("one"))
+        try eventually { (try FramedFile.read(folder: self.bufferFolder, name: caches[0]))?.withRecords(\.count) ?? 0 > 0 }
+        XCTAssertEqual(exists(), [true, false], "the active list's, by its copy")
         buffer.flush()
         buffer.add(log: .test("two"))
         buffer.close()
