@@ -132,8 +132,15 @@ final class RecoveryTemplate: @unchecked Sendable {
             let dsn = "https://key@o1.ingest.example.com/\(20 + number)"
             let buffer = makeBuffer(.doubleRotatingBuffer, folder: source, dsn: dsn)
             for _ in 0..<990 where buffer.add(span: largeSpan) { items += 1 }
-            usleep(300_000)  // the IO cache copies the list within its 100 ms window
             let lists = source.appendingPathComponent(folderName(dsn)).appendingPathComponent("telemetry-buffer")
+            // The IO cache is created by its first copy of the list, `ioSyncInterval` (1 s) after the first item.
+            let cache = lists.appendingPathComponent("async-io-cache-1").path
+            let deadline = Date().addingTimeInterval(30)
+            while ((try? FileManager.default.attributesOfItem(atPath: cache))?[.size] as? Int ?? 0) <= 32 {
+                precondition(Date() < deadline, "the IO cache never copied the list")
+                usleep(20_000)
+            }
+            usleep(100_000)  // its second lane's write, if any
             try! FileManager.default.copyItem(at: lists.appendingPathComponent("crash-safe-list-1"),
                                               to: folder.appendingPathComponent("crash-safe-list-\(number)"))
             try! FileManager.default.copyItem(at: lists.appendingPathComponent("async-io-cache-1"),
