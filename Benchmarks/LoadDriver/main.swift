@@ -589,7 +589,8 @@ func startup(_ count: Int) {
         // Every copy holds the same: 150 items, or fewer where the child's first forward (at 100 logs) got
         // far enough before the kill that recovery skips what it published.
         recovered = recovered ?? buffer.recovery.items
-        precondition(buffer.recovery.items == recovered && recovered! > 0, "recovered \(buffer.recovery.items) items, then \(recovered!)")
+        precondition(buffer.recovery.items == recovered && recovered! > 0,
+                     "a copy recovered \(buffer.recovery.items) items, the first \(recovered!)")
         buffer.close()
     }
     for (name, times) in [("empty folder", empty), ("after a clean close", afterClose), ("after a kill", afterKill), ("first flush() after a kill", firstFlush)] {
