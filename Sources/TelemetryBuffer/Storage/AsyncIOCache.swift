@@ -12,7 +12,7 @@ final class AsyncIOCache {
     private let path: String
     /// `nil` until the first use.
     private var fd: FileDescriptor?
-    /// Created by the first use and its name not yet synced: the next `sync` syncs the folder too.
+    /// Created by the first use and its name not yet synced: the next `sync` has the folder synced too.
     private var nameUnsynced = false
     /// Record bytes of each lane of the list already written to the file, one lane's after another's.
     private var mirrored: [Int] = []
@@ -88,16 +88,13 @@ final class AsyncIOCache {
         unsynced = false
     }
 
-    /// Makes everything written durable, and the file's name once it was created (else power loss could
-    /// keep the synced bytes under no name).
-    func sync() throws {
+    /// Makes everything written durable; the first time after the file was created, `syncFolder` too, for its
+    /// name (else power loss could keep the synced bytes under no name).
+    func sync(syncFolder: () throws -> Void = {}) throws {
         guard unsynced, let fd else { return }
         guard fd.dataSync() == 0 else { throw FileSystem.error("fdatasync", path) }
         if nameUnsynced {
-            let folder = (path as NSString).deletingLastPathComponent
-            let directory = try FileSystem.openDirectory(URL(fileURLWithPath: folder, isDirectory: true))
-            defer { directory.close() }
-            guard directory.durableSync() == 0 else { throw FileSystem.error("fsync", folder) }
+            try syncFolder()
             nameUnsynced = false
         }
         unsynced = false

@@ -231,7 +231,6 @@ enum FileSystem {
         return names.sorted()
     }
 
-
     static func error(_ operation: String, _ path: String) -> TelemetryBufferError {
         .fileSystem(operation: operation, path: path, errno: errno)
     }

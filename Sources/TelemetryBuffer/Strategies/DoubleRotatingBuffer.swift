@@ -176,8 +176,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             // Due within half a run: a run that comes a little early still syncs.
             let now = DispatchTime.now()
             if idle || now.uptimeNanoseconds + UInt64(copyPeriod * 5e8) >= cachesSynced.uptimeNanoseconds + UInt64(syncPeriod * 1e9) {
-                try caches[index ^ 1].sync()
-                try caches[index].sync()
+                try caches[index ^ 1].sync { try folder.sync() }
+                try caches[index].sync { try folder.sync() }
                 cachesSynced = now
             }
             mirrorFailed = false
