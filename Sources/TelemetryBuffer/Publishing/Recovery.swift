@@ -270,27 +270,29 @@ enum Recovery {
     /// The claimed crash-safe lists, oldest first, when they and their IO caches are all the sources and
     /// each cache holds only records its list holds: the case after a process death. Then every item is in
     /// a list once, and each list can be published as it is. A cache may end in a torn record (a kill in
-    /// the middle of its write), a list in a damaged one (power loss): the deduplicating path reads no
-    /// further either.
+    /// the middle of its write) or lack its header (a kill in the middle of its creation), a list may end
+    /// in a damaged record (power loss): the deduplicating path reads no further either.
     private static func listsHoldingTheirCaches(_ sources: [FramedFile]) -> [ListWithCache]? {
         struct Key: Hashable { var generation: Int, number: Int }
         var ids: [String: Set<ItemID>] = [:]
         var lists: [Key: ListWithCache] = [:]
         var caches: [Key: (file: FramedFile, discarded: Int)] = [:]
         for source in sources {
-            guard let claimed = claimedName(source.name), source.kind != nil else { return nil }
+            guard let claimed = claimedName(source.name) else { return nil }
             var held = Set<ItemID>()
             let scan = source.withRecords { $0.forEachRecord { held.insert($0.id) } }
             // Records to keep for a later version take the other path, which keeps them.
             guard scan.unknownRecords == 0 else { return nil }
             ids[source.name] = held
             switch claimed.original {
-            case .crashSafeList(let number):
+            case .crashSafeList(let number) where source.kind != nil:
                 lists[Key(generation: claimed.generation, number: number)] =
                     ListWithCache(list: source, cache: nil, items: held.count, copies: 0,
                                   discarded: source.publication.state == .captured ? 0 : scan.discardedBytes)
             case .asyncIOCache(let number):
-                caches[Key(generation: claimed.generation, number: number)] = (source, scan.discardedBytes)
+                // Without a header, it holds no records: its bytes are discarded, as the other path counts them.
+                caches[Key(generation: claimed.generation, number: number)] =
+                    (source, source.kind == nil ? source.bytes.count : scan.discardedBytes)
             default:
                 return nil
             }
