@@ -42,8 +42,9 @@ extension TelemetryBuffer {
         /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed while new items arrive
         /// (a phone pays for each sync): the window of items a power loss can take, five times as long in Low Power
         /// Mode. (A SIGKILL takes none: the mapped lists hold them; with ``TelemetryBuffer/listsInMemory``, the copy
-        /// is written at least every 100 ms, the window a SIGKILL can take.) In [0.001, 10] seconds; default 1.
-        public var ioSyncInterval: TimeInterval = 1
+        /// is written at least every 100 ms, the window a SIGKILL can take.) In [0.001, 10] seconds; default 4 (at a
+        /// steady 20 logs a second, about half the syncs and wake-ups of 1 s). Lower it where power loss is likely.
+        public var ioSyncInterval: TimeInterval = 4
         /// Envelopes kept on disk; storing one more evicts the least important: the lowest highest log
         /// level (a span envelope counts as `info`), the oldest of those (`cache_overflow`). The envelope
         /// under upload is neither counted nor evicted, even if a more important one goes instead. At least 1.
