@@ -695,13 +695,18 @@ public final class TelemetryBuffer: Sendable {
                           bytesSent: transferred.sent, bytesSavedByGzip: transferred.saved)
     }
 
-    /// Call when the app moves to the background: forwards everything and stops the timer, without
-    /// blocking the caller. On platforms with UIKit the buffer also does this by itself.
+    /// Call when the app moves to the background: forwards everything, makes it durable against power loss
+    /// and stops the timer, without blocking the caller. On platforms with UIKit the buffer also does this by
+    /// itself.
     public func didEnterBackground() {
         guard !Self.isForkedChild else { return }
-        queue.async { [scheduler] in
+        queue.async { [scheduler, strategy, parts] in
             scheduler.forwardEverything()
             scheduler.stop()
+            // At once, not at the end of the sync interval: a suspended app may outlast it, and after a reboot
+            // recovery would publish the unsynced publications' copies again.
+            parts.withLock { $0 }?.settleRecovery()
+            strategy.awaitDurable()
         }
     }
 

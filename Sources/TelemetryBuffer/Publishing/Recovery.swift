@@ -318,7 +318,7 @@ enum Recovery {
     /// be judged by that boot, and published again. Such lists wait for their sync in `unsynced` (set after
     /// each list, so that what was published before a failure is synced too). Without room for the copy,
     /// or where the boot is unknown, the lists are marked where they are, synced and removed at once:
-    /// trusted less, never lost; so is a list whose envelopes would leave more than `maxUnsyncedFiles`
+    /// trusted less, never lost; so is a list whose envelopes would leave more than `UnsyncedFiles.maxWaiting`
     /// waiting.
     private static func publish(_ lists: [ListWithCache], folder: BufferFolder, batcher: EnvelopeBatcher,
                                 into report: inout RecoveryReport, unsynced: inout RecoverySettlement?) throws {
@@ -352,9 +352,9 @@ enum Recovery {
                         try FramedFile.mark($0, name: list, in: folder)
                     }
                 }
-                // At most `maxUnsyncedFiles` envelopes wait open (a list of spans of many traces makes
+                // At most `UnsyncedFiles.maxWaiting` envelopes wait open (a list of spans of many traces makes
                 // hundreds): past that, a list is synced at once.
-                if defers, envelopes.reduce(staged.count, { $0 + $1.count }) <= maxUnsyncedFiles {
+                if defers, envelopes.reduce(staged.count, { $0 + $1.count }) <= UnsyncedFiles.maxWaiting {
                     envelopes.append(staged)
                     spent.append((list, cache))
                     unsynced = RecoverySettlement(folder: folder, envelopes: envelopes, spent: spent, boot: boot)
@@ -380,9 +380,6 @@ enum Recovery {
     private static func namesThisBoot(_ name: String, in folder: BufferFolder) -> Bool {
         BootSession.current.map { FileSystem.contents(of: folder.path + "/" + name, limit: $0.utf8.count) == Array($0.utf8) } ?? false
     }
-
-    /// The most envelopes whose sync recovery defers (each holds a descriptor until then).
-    private static let maxUnsyncedFiles = 64
 
     /// Removes a list's cache, then the list: a cache left without its list would be read as live items.
     static func remove(list: String, cache: String?, in folder: BufferFolder) {

@@ -12,6 +12,10 @@ final class UnsyncedFiles: Sendable {
     private let folder: BufferFolder
     private let files = Locked<[(fd: FileDescriptor, path: String)]>([])
 
+    /// Files a buffer leaves waiting for a sync at most, all publications together: each holds a descriptor
+    /// open (an app has 256 on Apple platforms by default), and a list of spans makes an envelope per trace.
+    static let maxWaiting = 64
+
     init(in folder: BufferFolder) { self.folder = folder }
 
     deinit { for file in files.withLock({ $0 }) { file.fd.close() } }

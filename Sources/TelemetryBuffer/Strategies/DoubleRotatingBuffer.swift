@@ -72,9 +72,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         var rounds = 0
     }
     private let unsynced: Locked<Unsynced>
-    /// A forward that leaves more unsynced publications than this has them synced at once rather than at
-    /// the end of the interval; one that leaves more than twice as many waits for their sync, so that the
-    /// copies, the open files and the disk's backlog stay bounded when forwards outpace the disk.
+    /// A forward that leaves more unsynced publications than this (or more than `UnsyncedFiles.maxWaiting`
+    /// envelopes) has them synced at once rather than at the end of the interval; one that leaves more than
+    /// twice as many publications waits for their sync, so that the copies, the open files and the disk's
+    /// backlog stay bounded when forwards outpace the disk.
     private static let maxUnsynced = 4
     /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got.
     private typealias Published = (envelopes: UnsyncedFiles, copy: String)
@@ -226,18 +227,19 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         // At most one sync per sync period (`ioSyncInterval`, 5× in Low Power Mode; a phone pays for each): a
         // publication right after another waits for the next, which takes both (their copies keep their
         // items durable meanwhile).
-        let (waiting, round) = unsynced.withLock { unsynced -> (Int, (number: UInt64, at: DispatchTime)?) in
+        let (waiting, files, round) = unsynced.withLock { unsynced -> (Int, Int, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.map(\.copy)
-            guard unsynced.scheduled == nil else { return (unsynced.copies.count, nil) }
+            let files = unsynced.envelopes.reduce(0) { $0 + $1.count }
+            guard unsynced.scheduled == nil else { return (unsynced.copies.count, files, nil) }
             unsynced.lastScheduled &+= 1
             unsynced.scheduled = unsynced.lastScheduled
             let period = DispatchTimeInterval.microseconds(Int((syncPeriod * 1_000_000).rounded()))
-            return (unsynced.copies.count, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
+            return (unsynced.copies.count, files, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
         }
         if waiting > 2 * Self.maxUnsynced {
             syncs.sync { syncPublished() }
-        } else if waiting > Self.maxUnsynced {
+        } else if waiting > Self.maxUnsynced || files > UnsyncedFiles.maxWaiting {
             syncs.async { self.syncPublished() }
         } else if let round {
             // Weak: `close()`, which every buffer's end reaches, syncs what is left.

@@ -56,4 +56,51 @@ final class WakeUpTests: XCTestCase {
         XCTAssertEqual(list.publicationSyncs, 2, "close() synced them together")
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2"])
     }
+
+    /// `didEnterBackground()` makes what it forwards durable at once: the app may stay suspended longer than
+    /// the interval, and a publication waiting for its round is exposed to power loss until then.
+    func testGoingToTheBackgroundSyncsWhatItForwards() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = try TelemetryBuffer(options: testOptions(folder) {
+            $0.strategy = .doubleRotatingBuffer
+            $0.ioSyncInterval = 10
+        })
+        let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
+        XCTAssertTrue(buffer.add(log: .test("0")))
+        buffer.flush()
+        list.drainQueuedSyncs()
+        XCTAssertEqual(list.publicationSyncs, 1, "the first at once")
+        XCTAssertTrue(buffer.add(log: .test("1")))
+        buffer.didEnterBackground()
+        buffer.flush()  // after the background queue's forward
+        list.drainQueuedSyncs()
+        XCTAssertEqual(list.publicationSyncs, 2, "synced at once, not at the end of the interval")
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1"])
+    }
+
+    /// Each waiting envelope keeps a descriptor open: a publication that leaves more than
+    /// `UnsyncedFiles.maxWaiting` of them waiting (spans of many traces, an envelope each) is synced at once,
+    /// whatever the interval (an app has 256 descriptors on Apple platforms by default).
+    func testManyWaitingEnvelopesAreSyncedAtOnce() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = try TelemetryBuffer(options: testOptions(folder) {
+            $0.strategy = .doubleRotatingBuffer
+            $0.ioSyncInterval = 10
+        })
+        let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
+        XCTAssertTrue(buffer.add(log: .test("0")))
+        buffer.flush()
+        list.drainQueuedSyncs()
+        XCTAssertEqual(list.publicationSyncs, 1, "the first at once")
+        for trace in 1...(UnsyncedFiles.maxWaiting + 1) {
+            XCTAssertTrue(buffer.add(span: .test("s\(trace)", trace: TraceID(high: 7, low: UInt64(trace)))))
+        }
+        buffer.flush()
+        list.drainQueuedSyncs()
+        XCTAssertEqual(list.publicationSyncs, 2, "\(UnsyncedFiles.maxWaiting + 1) envelopes synced at once, not at the end of the interval")
+        buffer.close()
+    }
 }

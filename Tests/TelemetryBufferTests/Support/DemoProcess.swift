@@ -44,7 +44,7 @@ enum Demo {
         process.executableURL = program
         // A run lasts a second or so: the IO caches copy the lists every 10 ms (`ioSyncInterval`) so that
         // their copies hold the lists' items when forwards retire them, as in an app that runs for minutes
-        // at the default 1 s.
+        // at the default 4 s.
         let opensABuffer = program == executable && ["stress", "recover", "crash"].contains(arguments.first ?? "")
         process.arguments = arguments + (opensABuffer && !arguments.contains("--io-sync-ms") ? ["--io-sync-ms", "10"] : [])
         var environment = ProcessInfo.processInfo.environment
