@@ -97,6 +97,12 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
         return fsync(rawValue)
     }
 
+    /// Hands the file's data and metadata to the drive: `fsync`. That is `durableSync` except on Apple
+    /// platforms, where the drive may keep them in its cache until any file's `durableSync`: its
+    /// `F_FULLFSYNC` flushes the whole cache. So files made durable together cost one flush there, each
+    /// handed off and the last one synced durably. Returns 0, or -1 with `errno` set.
+    func handOff() -> Int32 { fsync(rawValue) }
+
     /// Hands the file's data to the disk for the periodic syncs, not necessarily its times: `fdatasync`
     /// (one journal write less). On Apple platforms, which have no `fdatasync`, `fcntl(F_BARRIERFSYNC)`
     /// (`fsync` where it is not supported): the writes reach the drive, ordered before any later ones, but

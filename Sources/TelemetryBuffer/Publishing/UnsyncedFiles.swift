@@ -26,12 +26,15 @@ final class UnsyncedFiles: Sendable {
     /// Takes over `fd`, a file just created in the folder.
     func append(_ fd: FileDescriptor, path: String) { files.withLock { $0.append((fd, path)) } }
 
-    /// `fsync`s every file, then the folder (unless its caller syncs it once for several); closes the files.
+    /// Makes every file durable, then the folder (unless its caller syncs it once for several); closes the files.
     /// All under the lock: an append meanwhile waits, and is synced by the next call.
     func sync(withFolder: Bool = true) throws {
         try files.withLock { files in
-            for file in files {
-                guard file.fd.durableSync() == 0 else { throw FileSystem.error("fsync", file.path) }
+            for (index, file) in files.enumerated() {
+                // One flush of the drive's cache for them all (Apple platforms; `fsync` alone flushes elsewhere):
+                // a list of spans makes an envelope per trace.
+                let synced = index == files.count - 1 ? file.fd.durableSync() : file.fd.handOff()
+                guard synced == 0 else { throw FileSystem.error("fsync", file.path) }
             }
             if withFolder { try folder.sync() }
             for file in files { file.fd.close() }
