@@ -140,9 +140,11 @@ final class BufferFolder: @unchecked Sendable {
     }
 
     /// Writes envelopes as `envelope-<first+i>`, complete on return but not yet synced (see
-    /// `UnsyncedFiles`). No temporary names: until the caller marks the publication `captured`, recovery
-    /// deletes these files whole, whatever state they are in. On a failure, the files this call created
-    /// are removed again, and only they.
+    /// `UnsyncedFiles`), except every `UnsyncedFiles.maxWaiting`: those are synced and closed before the
+    /// next, so that a list of spans of many traces (an envelope each) does not run out of descriptors. No
+    /// temporary names: until the caller marks the publication `captured`, recovery deletes these files
+    /// whole, whatever state they are in. On a failure, the files this call created are removed again, and
+    /// only they.
     func stage(_ envelopes: [EnvelopeParts], as publication: RecordFraming.Publication) throws -> UnsyncedFiles {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
         let written = UnsyncedFiles(in: self)
@@ -155,6 +157,7 @@ final class BufferFolder: @unchecked Sendable {
                 created.append(name)
                 written.append(file, path: path + "/" + name)
                 try envelope.withPieces { try FileSystem.writeAll(file, pieces: $0, path: path + "/" + name) }
+                if written.count >= UnsyncedFiles.maxWaiting { try written.sync(withFolder: false) }
             }
         } catch {
             for name in created { remove(name) }

@@ -12,8 +12,9 @@ final class UnsyncedFiles: Sendable {
     private let folder: BufferFolder
     private let files = Locked<[(fd: FileDescriptor, path: String)]>([])
 
-    /// Files a buffer leaves waiting for a sync at most, all publications together: each holds a descriptor
-    /// open (an app has 256 on Apple platforms by default), and a list of spans makes an envelope per trace.
+    /// Files a publication holds open while it stages (more are synced and closed as it goes), and the most
+    /// a buffer's publications, or recovery's, leave waiting for a later sync: each holds a descriptor open
+    /// (macOS gives a process 256 by default), and a list of spans makes an envelope per trace.
     static let maxWaiting = 64
 
     init(in folder: BufferFolder) { self.folder = folder }

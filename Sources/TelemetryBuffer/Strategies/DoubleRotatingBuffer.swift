@@ -74,8 +74,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private let unsynced: Locked<Unsynced>
     /// A forward that leaves more unsynced publications than this (or more than `UnsyncedFiles.maxWaiting`
     /// envelopes) has them synced at once rather than at the end of the interval; one that leaves more than
-    /// twice as many publications waits for their sync, so that the copies, the open files and the disk's
-    /// backlog stay bounded when forwards outpace the disk.
+    /// twice as many waits for their sync, so that the copies, the open files and the disk's backlog stay
+    /// bounded when forwards outpace the disk.
     private static let maxUnsynced = 4
     /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got.
     private typealias Published = (envelopes: UnsyncedFiles, copy: String)
@@ -237,7 +237,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             let period = DispatchTimeInterval.microseconds(Int((syncPeriod * 1_000_000).rounded()))
             return (unsynced.copies.count, files, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
         }
-        if waiting > 2 * Self.maxUnsynced {
+        if waiting > 2 * Self.maxUnsynced || files > 2 * UnsyncedFiles.maxWaiting {
             syncs.sync { syncPublished() }
         } else if waiting > Self.maxUnsynced || files > UnsyncedFiles.maxWaiting {
             syncs.async { self.syncPublished() }

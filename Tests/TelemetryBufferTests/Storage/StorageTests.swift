@@ -965,6 +965,39 @@ final class StorageTests: XCTestCase {
         try regions.endForwarding()
         XCTAssertEqual(span(doomed, size: 0), .accepted(startTimer: true, forwardNow: false), "a new region takes it again")
     }
+
+    #if os(Linux)
+    /// A list of spans makes an envelope per trace, and each staged envelope held a descriptor open until its
+    /// sync: a list of 200 traces under a limit of 80 free descriptors (macOS gives a process 256) failed every
+    /// forward with EMFILE and was never published. Staging syncs and closes every `UnsyncedFiles.maxWaiting`.
+    func testAPublicationOfManyTracesHoldsFewDescriptorsOpen() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = try TelemetryBuffer(options: testOptions(folder) {
+            $0.strategy = .doubleRotatingBuffer
+            $0.maxCachedEnvelopes = 1000
+        })
+        XCTAssertTrue(buffer.add(log: .test("warm-up")))  // the first publication opens what later ones reuse
+        buffer.flush()
+        let traces = 200
+        for trace in 1...traces {
+            XCTAssertTrue(buffer.add(span: .test("s\(trace)", trace: TraceID(high: 9, low: UInt64(trace)))))
+        }
+        XCTAssertEqual(try walkEnvelopes(in: buffer.envelopesDirectory).count, 1, "only the warm-up's so far")
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        var saved = rlimit()
+        XCTAssertEqual(getrlimit(resource, &saved), 0)
+        let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        var lowered = saved
+        lowered.rlim_cur = rlim_t(open + UnsyncedFiles.maxWaiting + 16)
+        XCTAssertEqual(setrlimit(resource, &lowered), 0)
+        buffer.flush()
+        let spans = try walkEnvelopes(in: buffer.envelopesDirectory).flatMap { $0.items.filter { $0.type == "span" } }.count
+        XCTAssertEqual(setrlimit(resource, &saved), 0)
+        XCTAssertEqual(spans, traces, "an envelope per trace, all published by the flush")
+        buffer.close()
+    }
+    #endif
 }
 
 /// SIGXFSZ deliveries (each write past the file size limit raises one), counted by a test's handler.
