@@ -319,7 +319,7 @@ enum Recovery {
     /// each list, so that what was published before a failure is synced too). Without room for the copy,
     /// or where the boot is unknown, the lists are marked where they are, synced and removed at once:
     /// trusted less, never lost; so is a list whose envelopes would leave more than `UnsyncedFiles.maxWaiting`
-    /// waiting.
+    /// open and waiting (staging syncs and closes all but the last ones of a list of hundreds).
     private static func publish(_ lists: [ListWithCache], folder: BufferFolder, batcher: EnvelopeBatcher,
                                 into report: inout RecoveryReport, unsynced: inout RecoverySettlement?) throws {
         let generation = unusedGeneration(try folder.names())
@@ -352,8 +352,8 @@ enum Recovery {
                         try FramedFile.mark($0, name: list, in: folder)
                     }
                 }
-                // At most `UnsyncedFiles.maxWaiting` envelopes wait open (a list of spans of many traces makes
-                // hundreds): past that, a list is synced at once.
+                // At most `UnsyncedFiles.maxWaiting` envelopes wait open (each list's beyond its last full
+                // `maxWaiting` were synced as staged): past that, a list is synced at once.
                 if defers, envelopes.reduce(staged.count, { $0 + $1.count }) <= UnsyncedFiles.maxWaiting {
                     envelopes.append(staged)
                     spent.append((list, cache))

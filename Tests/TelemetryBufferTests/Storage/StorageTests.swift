@@ -991,9 +991,9 @@ final class StorageTests: XCTestCase {
         var lowered = saved
         lowered.rlim_cur = rlim_t(open + UnsyncedFiles.maxWaiting + 16)
         XCTAssertEqual(setrlimit(resource, &lowered), 0)
+        defer { XCTAssertEqual(setrlimit(resource, &saved), 0) }  // whatever throws: later tests need descriptors
         buffer.flush()
         let spans = try walkEnvelopes(in: buffer.envelopesDirectory).flatMap { $0.items.filter { $0.type == "span" } }.count
-        XCTAssertEqual(setrlimit(resource, &saved), 0)
         XCTAssertEqual(spans, traces, "an envelope per trace, all published by the flush")
         buffer.close()
     }
