@@ -595,11 +595,7 @@ public final class TelemetryBuffer: Sendable {
     func flush(timeout: TimeInterval, durably: Bool) -> Bool {
         guard !Self.isForkedChild else { return true }
         let forward: @Sendable () -> Void = { [scheduler, strategy, parts] in
-            scheduler.forwardEverything()
-            if durably {
-                parts.withLock { $0 }?.settleRecovery()
-                strategy.awaitDurable()
-            }
+            Self.forwardEverything(scheduler, strategy, parts, durably: durably)
         }
         if isOnQueue {
             forward()
@@ -701,13 +697,21 @@ public final class TelemetryBuffer: Sendable {
     public func didEnterBackground() {
         guard !Self.isForkedChild else { return }
         queue.async { [scheduler, strategy, parts] in
-            scheduler.forwardEverything()
+            // Durable at once, not at the end of the sync interval: a suspended app may outlast it, and after a
+            // reboot recovery would publish the unsynced publications' copies again.
+            Self.forwardEverything(scheduler, strategy, parts, durably: true)
             scheduler.stop()
-            // At once, not at the end of the sync interval: a suspended app may outlast it, and after a reboot
-            // recovery would publish the unsynced publications' copies again.
-            parts.withLock { $0 }?.settleRecovery()
-            strategy.awaitDurable()
         }
+    }
+
+    /// Background queue: forwards everything; with `durably`, then waits until what was published (recovery's
+    /// publications included) is durable against power loss.
+    private static func forwardEverything(_ scheduler: FlushScheduler, _ strategy: any BufferStrategy,
+                                          _ parts: Locked<FolderParts?>, durably: Bool) {
+        scheduler.forwardEverything()
+        guard durably else { return }
+        parts.withLock { $0 }?.settleRecovery()
+        strategy.awaitDurable()
     }
 
     /// The device's protected data became available (its first unlock): a buffer created before it opens

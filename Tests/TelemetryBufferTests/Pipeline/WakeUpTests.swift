@@ -31,12 +31,8 @@ final class WakeUpTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["first", "second"])
     }
 
-    /// Publications that follow each other within `ioSyncInterval` are synced together (each sync costs a
-    /// phone a wake-up and the drive a flush): the first at once, the next ones at the end of the
-    /// interval, or when `close()` (or a durable flush) asks.
-    func testPublicationsWithinAnIntervalAreSyncedTogether() throws {
-        let folder = try TemporaryDirectory()
-        defer { folder.remove() }
+    /// A DoubleRotatingBuffer with a 10 s sync interval whose first publication ("0") is synced: at once.
+    private func bufferWithItsFirstPublicationSynced(in folder: TemporaryDirectory) throws -> (TelemetryBuffer, DoubleRotatingBuffer) {
         let buffer = try TelemetryBuffer(options: testOptions(folder) {
             $0.strategy = .doubleRotatingBuffer
             $0.ioSyncInterval = 10
@@ -46,6 +42,16 @@ final class WakeUpTests: XCTestCase {
         buffer.flush()
         list.drainQueuedSyncs()
         XCTAssertEqual(list.publicationSyncs, 1, "the first at once")
+        return (buffer, list)
+    }
+
+    /// Publications that follow each other within `ioSyncInterval` are synced together (each sync costs a
+    /// phone a wake-up and the drive a flush): the first at once, the next ones at the end of the
+    /// interval, or when `close()` (or a durable flush) asks.
+    func testPublicationsWithinAnIntervalAreSyncedTogether() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
         for index in 1..<3 {
             XCTAssertTrue(buffer.add(log: .test("\(index)")))
             buffer.flush()
@@ -62,15 +68,7 @@ final class WakeUpTests: XCTestCase {
     func testGoingToTheBackgroundSyncsWhatItForwards() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let buffer = try TelemetryBuffer(options: testOptions(folder) {
-            $0.strategy = .doubleRotatingBuffer
-            $0.ioSyncInterval = 10
-        })
-        let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
-        XCTAssertTrue(buffer.add(log: .test("0")))
-        buffer.flush()
-        list.drainQueuedSyncs()
-        XCTAssertEqual(list.publicationSyncs, 1, "the first at once")
+        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
         XCTAssertTrue(buffer.add(log: .test("1")))
         buffer.didEnterBackground()
         buffer.flush()  // after the background queue's forward
@@ -86,15 +84,7 @@ final class WakeUpTests: XCTestCase {
     func testManyWaitingEnvelopesAreSyncedAtOnce() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let buffer = try TelemetryBuffer(options: testOptions(folder) {
-            $0.strategy = .doubleRotatingBuffer
-            $0.ioSyncInterval = 10
-        })
-        let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
-        XCTAssertTrue(buffer.add(log: .test("0")))
-        buffer.flush()
-        list.drainQueuedSyncs()
-        XCTAssertEqual(list.publicationSyncs, 1, "the first at once")
+        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
         let half = UnsyncedFiles.maxWaiting / 2 + 1
         for publication in 0..<2 {
             for trace in 1...half {
