@@ -133,7 +133,8 @@ final class RecoveryTemplate: @unchecked Sendable {
             let buffer = makeBuffer(.doubleRotatingBuffer, folder: source, dsn: dsn)
             for _ in 0..<990 where buffer.add(span: largeSpan) { items += 1 }
             let lists = source.appendingPathComponent(folderName(dsn)).appendingPathComponent("telemetry-buffer")
-            // The IO cache is created by its first copy of the list, `ioSyncInterval` (4 s) after the first item.
+            // The IO cache is created by its first copy of the list, `ioSyncInterval` (5 s) after the first item
+            // (before the forward: `makeBuffer` sets a 30 s `flushInterval`).
             let cache = lists.appendingPathComponent("async-io-cache-1").path
             let deadline = Date().addingTimeInterval(30)
             while ((try? FileManager.default.attributesOfItem(atPath: cache))?[.size] as? Int ?? 0) <= 32 {

@@ -226,12 +226,14 @@ struct FolderParts: Sendable {
             case .doubleRotatingBuffer:
                 do {
                     return try DoubleRotatingBuffer(folder: folder, batcher: batcher, outbox: outbox,
-                                                    maxBatchBytes: options.maxBatchBytes, ioSyncInterval: options.ioSyncInterval)
+                                                    maxBatchBytes: options.maxBatchBytes, flushInterval: options.flushInterval,
+                                                    ioSyncInterval: options.ioSyncInterval)
                 } catch let error as MappedFile.WritesCanFault {
                     // A full copy-on-write disk would raise SIGBUS in `add`: the lists go into memory.
                     batcher.diagnostics.log(.warning, "\(error): the DoubleRotatingBuffer keeps its lists in memory (a kill loses what arrived in the last 100 ms at most)")
                     return try DoubleRotatingBuffer(folder: folder, batcher: batcher, outbox: outbox, maxBatchBytes: options.maxBatchBytes,
-                                                    ioSyncInterval: options.ioSyncInterval, listsInMemory: true)
+                                                    flushInterval: options.flushInterval, ioSyncInterval: options.ioSyncInterval,
+                                                    listsInMemory: true)
                 }
             }
         } catch let foreign as FileSystem.ForeignFile {

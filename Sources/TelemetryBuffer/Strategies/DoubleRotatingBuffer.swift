@@ -11,7 +11,8 @@ import Foundation
 ///   per lane and `fdatasync`s it every `ioSyncInterval` (five times that in Low Power Mode) while new
 ///   items arrive: the guard against power loss. A run that finds nothing new stops the timer; the next
 ///   item starts it again (`RotatingRegions.idleCopy`), so a buffer whose items wait for their batch does
-///   not wake.
+///   not wake. A batch whose forward is due before the first run (`flushInterval` ≤ the period, as by
+///   default) does not start it: its publication's sync guards it instead.
 /// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its
 ///   header is marked `publishing` with the staged envelope range, the envelopes are written as
 ///   `envelope-x`, the marker turns `captured`, the IO cache is renamed `awaiting-sync-x` (an empty
@@ -92,6 +93,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// Runs the IO caches' copy (`mirror`) on `io`, one wake-up each time (see `QueueTimer`); armed while
     /// items arrive. Set once, at the end of `init` (its work holds `self` weakly).
     private var ioTimer: QueueTimer!
+    /// `Options.flushInterval`: a batch's forward is due within it.
+    private let flushInterval: Double
     /// `Options.ioSyncInterval`.
     private let ioSyncInterval: Double
     /// Set by `close()`: a run of the IO timer under way then copies nothing more. Touched only on `io`.
@@ -102,7 +105,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// Maps the lists, or with `listsInMemory` keeps them in anonymous memory. Mapping throws
     /// `MappedFile.WritesCanFault` where a store into a mapped page may ask for new space.
     init(folder: BufferFolder, batcher: EnvelopeBatcher, outbox: any Outbox, maxBatchBytes: Int,
-         ioSyncInterval: Double, listsInMemory: Bool = false) throws {
+         flushInterval: Double, ioSyncInterval: Double, listsInMemory: Bool = false) throws {
         self.folder = folder
         self.batcher = batcher
         self.outbox = outbox
@@ -126,6 +129,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         regions = RotatingRegions(lists[0], lists[1], limits: batcher.limits, claimable: listsInMemory)
         io = DispatchQueue(label: "io.telemetrybuffer.io-cache", qos: .utility)
         syncs = DispatchQueue(label: "io.telemetrybuffer.envelope-sync", qos: .utility)
+        self.flushInterval = flushInterval
         self.ioSyncInterval = ioSyncInterval
         ioTimer = QueueTimer(name: "io.telemetrybuffer.io-cache", queue: io) { [weak self] in self?.mirror() }
     }
@@ -134,8 +138,12 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
 
     func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }
 
-    /// Starts the IO cache's copying for the batch unless it runs (from the background queue, not from `add`).
+    /// Starts the IO cache's copying for the batch unless it runs (from the background queue, not from `add`),
+    /// or unless the batch's forward is due first: its publication's sync then makes the items durable, and
+    /// a copy would write them once more (and wake for it). Lists in memory are always copied: their copy
+    /// is also what a SIGKILL leaves.
     func batchStarted() {
+        guard listsInMemory || copyPeriod < flushInterval else { return }
         ioTimer.setUnlessArmed(at: .now() + .microseconds(Int((copyPeriod * 1_000_000).rounded())), leeway: copyPeriod / 10)
     }
 

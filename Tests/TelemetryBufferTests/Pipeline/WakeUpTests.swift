@@ -31,6 +31,28 @@ final class WakeUpTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["first", "second"])
     }
 
+    /// A batch whose forward is due before its IO cache's copy is not copied: its publication's sync makes it
+    /// durable, and the copy would only write the same items once more (and wake the process to do it).
+    func testABatchForwardedBeforeItsCopyIsNotCopied() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let buffer = try TelemetryBuffer(options: testOptions(folder) {
+            $0.strategy = .doubleRotatingBuffer
+            $0.flushInterval = 0.05
+            $0.ioSyncInterval = 0.1
+        })
+        let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
+        for round in 0..<3 {
+            XCTAssertTrue(buffer.add(log: .test("\(round)")))
+            try eventually { try logBodies(in: buffer.envelopesDirectory).count == round + 1 }
+        }
+        // Past the copy's time for the last batch, had it been set.
+        usleep(300_000)
+        XCTAssertEqual(list.mirrorRuns, 0, "each batch was forwarded before its copy was due")
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2"])
+    }
+
     /// A DoubleRotatingBuffer with a 10 s sync interval whose first publication ("0") is synced: at once.
     private func bufferWithItsFirstPublicationSynced(in folder: TemporaryDirectory) throws -> (TelemetryBuffer, DoubleRotatingBuffer) {
         let buffer = try TelemetryBuffer(options: testOptions(folder) {
