@@ -33,7 +33,7 @@ final class RecoverySettlement: Sendable {
     func settle(outbox: any Outbox, diagnostics: Diagnostics) {
         Failpoint.recoveryUnsynced.hit()
         do {
-            for files in envelopes { try files.sync(withFolder: false) }
+            try UnsyncedFiles.sync(envelopes)
             try outbox.syncAdopted()
             try folder.sync()
             for (list, cache) in spent { Recovery.remove(list: list, cache: cache, in: folder) }

@@ -27,14 +27,23 @@ final class UnsyncedFiles: Sendable {
     /// Takes over `fd`, a file just created in the folder.
     func append(_ fd: FileDescriptor, path: String) { files.withLock { $0.append((fd, path)) } }
 
+    /// Makes the files of several sets durable (not their folder), with one flush of the drive's cache for
+    /// them all, at the last file (Apple platforms; see `FileDescriptor.handOff`): a sync round takes the
+    /// envelopes of every publication since the last one.
+    static func sync(_ sets: [UnsyncedFiles]) throws {
+        let last = sets.lastIndex { $0.count > 0 }
+        for (index, files) in sets.enumerated() { try files.sync(withFolder: false, flushingDrive: index == last) }
+    }
+
     /// Makes every file durable, then the folder (unless its caller syncs it once for several); closes the files.
-    /// All under the lock: an append meanwhile waits, and is synced by the next call.
-    func sync(withFolder: Bool = true) throws {
+    /// Without `flushingDrive`, the files are only handed to the drive: a file synced durably after them
+    /// flushes them too. All under the lock: an append meanwhile waits, and is synced by the next call.
+    func sync(withFolder: Bool = true, flushingDrive: Bool = true) throws {
         try files.withLock { files in
             for (index, file) in files.enumerated() {
                 // One flush of the drive's cache for them all (Apple platforms; `fsync` alone flushes elsewhere):
                 // a list of spans makes an envelope per trace.
-                let synced = index == files.count - 1 ? file.fd.durableSync() : file.fd.handOff()
+                let synced = flushingDrive && index == files.count - 1 ? file.fd.durableSync() : file.fd.handOff()
                 guard synced == 0 else { throw FileSystem.error("fsync", file.path) }
             }
             if withFolder { try folder.sync() }

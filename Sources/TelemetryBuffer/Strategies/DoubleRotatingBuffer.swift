@@ -273,7 +273,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         Failpoint.publishUnsynced.hit()
         do {
             try Failpoint.syncFails.failIfArmed("fsync", folder.path)
-            for files in envelopes { try files.sync(withFolder: false) }
+            try UnsyncedFiles.sync(envelopes)
             try outbox.syncAdopted()
             try folder.sync()  // the staged envelopes gone and the IO caches' new names (`awaiting-sync-x`)
             for copy in copies {
