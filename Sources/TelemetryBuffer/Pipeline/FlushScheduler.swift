@@ -106,13 +106,15 @@ final class FlushScheduler: @unchecked Sendable {
         }
     }
 
+    /// How early a forward due `interval` after a batch's first item may come: within the last tenth of the
+    /// interval (at most 1 s early, never late), so that the system may wake for it together with other work.
+    static func earliness(_ interval: Double) -> Double { min(interval / 10, 1) }
+
     private func arm() {
         timers &+= 1
         let timer = timers
         armed = timer
-        // Within the last tenth of the interval (at most 1 s early, never late): the system may then wake
-        // for it together with other work.
-        clock.after(interval, early: min(interval / 10, 1), on: queue) { [weak self] in
+        clock.after(interval, early: Self.earliness(interval), on: queue) { [weak self] in
             guard let self, self.armed == timer else { return }
             self.armed = nil
             self.forwardEverything()

@@ -10,8 +10,8 @@ import Foundation
 /// of the timer's own sleeps until the deadline, on the monotonic clock, and runs the work with
 /// `queue.sync`, which libdispatch executes on the calling thread (after the queue's current work, if any).
 /// The thread starts at the first setting; until it runs (and if it never does: `Thread` reports no failure
-/// to start one), a libdispatch timer stands in. The IO caches' copy runs every sync period while items
-/// arrive: a wake-up a second saved on a steady trickle of logs.
+/// to start one), a libdispatch timer stands in. The IO caches' copy runs every sync period while the
+/// items of a batch that waits longer arrive (lists in memory: every 100 ms): a wake-up saved at each run.
 ///
 /// `set` arms it (replacing the deadline), `setUnlessArmed` only if it is not, `clear` disarms it; any thread
 /// may call them, the work included (a repeating timer sets itself again). A deadline is taken once: the

@@ -11,15 +11,17 @@ import Foundation
 ///   per lane and `fdatasync`s it every `ioSyncInterval` (five times that in Low Power Mode) while new
 ///   items arrive: the guard against power loss. A run that finds nothing new stops the timer; the next
 ///   item starts it again (`RotatingRegions.idleCopy`), so a buffer whose items wait for their batch does
-///   not wake. A batch whose forward is due before the first run (`flushInterval` ≤ the period, as by
-///   default) does not start it: its publication's sync guards it instead.
+///   not wake. Unless its first run surely comes before the batch's forward (`copyComesFirst`; not with the
+///   default intervals), a batch does not start it while forwards succeed: its publication's sync guards
+///   it instead.
 /// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its
 ///   header is marked `publishing` with the staged envelope range, the envelopes are written as
 ///   `envelope-x`, the marker turns `captured`, the IO cache is renamed `awaiting-sync-x` (an empty
 ///   `spare-x`, or a new file, takes its place), the list is reset, and the envelopes move into
 ///   `envelopes/`. The forward returns there: the envelopes are safe from the death of the process. A sync
-///   queue then `fsync`s them and both folders and empties `awaiting-sync-x`, which kept their items
-///   durable against power loss until then, into a spare: at once, or, within `ioSyncInterval` of the
+///   queue then `fsync`s them and both folders and empties `awaiting-sync-x`, which kept what the IO cache
+///   had copied of their items durable against power loss until then (nothing, for a batch forwarded before
+///   its first copy), into a spare: at once, or, within `ioSyncInterval` of the
 ///   last sync, at the end of that interval, taking every publication since (sooner when more than
 ///   `maxUnsynced` wait).
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
@@ -95,6 +97,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private var ioTimer: QueueTimer!
     /// `Options.flushInterval`: a batch's forward is due within it.
     private let flushInterval: Double
+    /// Whether the last forward failed (a list it could not publish stays pending): the batches that arrive
+    /// meanwhile are copied, whatever the intervals.
+    private let forwardFailed = Locked(false)
     /// `Options.ioSyncInterval`.
     private let ioSyncInterval: Double
     /// Set by `close()`: a run of the IO timer under way then copies nothing more. Touched only on `io`.
@@ -139,17 +144,21 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     func append(_ item: EncodedItem) -> AppendOutcome { regions.append(item) }
 
     /// Starts the IO cache's copying for the batch unless it runs (from the background queue, not from `add`),
-    /// or unless the batch's forward is due first: its publication's sync then makes the items durable, and
+    /// or unless the batch's forward comes first: its publication's sync then makes the items durable, and
     /// a copy would write them once more (and wake for it). Lists in memory are always copied: their copy
-    /// is also what a SIGKILL leaves.
+    /// is also what a SIGKILL leaves; and so is every batch while forwards fail, since theirs may not come.
     func batchStarted() {
-        guard listsInMemory || copyPeriod < flushInterval else { return }
+        guard listsInMemory || copyComesFirst || forwardFailed.withLock({ $0 }) else { return }
         ioTimer.setUnlessArmed(at: .now() + .microseconds(Int((copyPeriod * 1_000_000).rounded())), leeway: copyPeriod / 10)
     }
 
     /// Seconds between two syncs of the IO caches, and between two of publications: `ioSyncInterval`, five
     /// times that in Low Power Mode.
     private var syncPeriod: Double { ioSyncInterval * (LowPowerMode.isEnabled ? 5 : 1) }
+
+    /// Whether a batch's first copy comes before its forward, whatever the timers' leeway (the copy a tenth of
+    /// its period late at most, the forward `FlushScheduler.earliness` early).
+    private var copyComesFirst: Bool { copyPeriod * 1.1 < flushInterval - FlushScheduler.earliness(flushInterval) }
 
     /// Seconds between two runs of the IO timer: the sync period; for lists in memory at most 100 ms, since
     /// their caches are what a SIGKILL leaves (they are written each run, synced each sync period).
@@ -231,10 +240,12 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             try regions.endForwarding()
             if listsInMemory { io.async { [index = batch.index] in self.retiredUnreset.remove(index) } }
         })
+        forwardFailed.withLock { $0 = failure != nil }
+        if failure != nil { batchStarted() }
         guard !published.isEmpty else { return failure }
         // At most one sync per sync period (`ioSyncInterval`, 5× in Low Power Mode; a phone pays for each): a
-        // publication right after another waits for the next, which takes both (their copies keep their
-        // items durable meanwhile).
+        // publication right after another waits for the next, which takes both (their copies keep what they
+        // hold durable meanwhile; the rest is exposed to power loss until then, as `Options.ioSyncInterval` says).
         let (waiting, files, round) = unsynced.withLock { unsynced -> (Int, Int, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.map(\.copy)

@@ -43,8 +43,9 @@ enum Demo {
         let process = Process()
         process.executableURL = program
         // A run lasts a second or so: the IO caches copy the lists every 10 ms (`ioSyncInterval`) so that
-        // their copies hold the lists' items when forwards retire them, as in an app that runs for minutes
-        // at the default 4 s.
+        // their copies hold the lists' items when forwards retire them, as in an app whose batches wait
+        // longer than the interval (with the defaults a batch forwarded within it is never copied, and its
+        // retired copy is empty: `stress(ioSyncMilliseconds:)` runs that).
         let opensABuffer = program == executable && ["stress", "recover", "crash"].contains(arguments.first ?? "")
         process.arguments = arguments + (opensABuffer && !arguments.contains("--io-sync-ms") ? ["--io-sync-ms", "10"] : [])
         var environment = ProcessInfo.processInfo.environment
@@ -93,9 +94,11 @@ enum Demo {
     }
 
     static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool, metrics: Bool = false,
-                       threads: Int = 1, killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
+                       threads: Int = 1, ioSyncMilliseconds: Int? = nil, killAfter: useconds_t? = nil,
+                       failpoint: Failpoint? = nil) throws -> Run {
         try run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(count),
-                 "--max-envelopes", "100000", "--threads", String(threads)] + (spans ? ["--spans"] : []) + (metrics ? ["--metrics"] : []),
+                 "--max-envelopes", "100000", "--threads", String(threads)] + (spans ? ["--spans"] : []) + (metrics ? ["--metrics"] : [])
+                    + (ioSyncMilliseconds.map { ["--io-sync-ms", String($0)] } ?? []),
                 killAfter: killAfter, failpoint: failpoint)
     }
 
