@@ -97,8 +97,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     private var ioTimer: QueueTimer!
     /// `Options.flushInterval`: a batch's forward is due within it.
     private let flushInterval: Double
-    /// Whether the last forward failed (a list it could not publish stays pending): the batches that arrive
-    /// meanwhile are copied, whatever the intervals.
+    /// Whether the last forward failed (a list it could not publish stays pending, and is copied then: see
+    /// `copyFailedList`): the batches that arrive meanwhile are copied too, whatever the intervals.
     private let forwardFailed = Locked(false)
     /// `Options.ioSyncInterval`.
     private let ioSyncInterval: Double
@@ -216,6 +216,23 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// How many times the IO timer fired.
     var mirrorRuns: Int { io.sync { mirrors } }
 
+    /// Background queue, after a failed forward: copies the mapped list left pending into its IO cache and
+    /// syncs it, since its forward may not come soon (the IO timer copies only the active list). Here, on
+    /// the queue that resets lists, no reset can overtake the copy. Not a cache its retirement moved away
+    /// (the retry starts an empty one in its place); lists in memory are copied by every run anyway. A
+    /// failure (a full disk fails the forward and this alike) is the IO timer's to report.
+    private func copyFailedList() {
+        guard !listsInMemory else { return }
+        let (active, otherPending) = regions.activeAndPending
+        guard otherPending else { return }
+        let pending = active ^ 1
+        io.sync {
+            guard !ioClosed, !caches[pending].moved else { return }
+            _ = try? caches[pending].catchUp(with: lists[pending])
+            try? caches[pending].sync { try folder.sync() }
+        }
+    }
+
     /// Whether the last copy into an IO cache failed. Touched only on `io`.
     private var mirrorFailed = false
     /// Lists in memory whose cache a publication retired and that are not reset yet. Touched only on `io`.
@@ -241,7 +258,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             if listsInMemory { io.async { [index = batch.index] in self.retiredUnreset.remove(index) } }
         })
         forwardFailed.withLock { $0 = failure != nil }
-        if failure != nil { batchStarted() }
+        if failure != nil {
+            copyFailedList()
+            batchStarted()
+        }
         guard !published.isEmpty else { return failure }
         // At most one sync per sync period (`ioSyncInterval`, 5× in Low Power Mode; a phone pays for each): a
         // publication right after another waits for the next, which takes both (their copies keep what they

@@ -57,8 +57,9 @@ final class WakeUpTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2"])
     }
 
-    /// While forwards fail (here the IO cache's retirement, each time), the items that arrive are copied
-    /// whatever the intervals: their forward may not come.
+    /// While forwards fail (here the IO cache's retirement, each time), the list that failed is copied into
+    /// its IO cache at once, and the items that arrive meanwhile whatever the intervals: their forward may
+    /// not come.
     func testBatchesAreCopiedWhileForwardsFail() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
@@ -72,10 +73,16 @@ final class WakeUpTests: XCTestCase {
         let list = try XCTUnwrap(buffer.doubleRotatingBuffer)
         Failpoint.retireFails.failNext(1_000_000)
         defer { Failpoint.retireFails.failNext(0) }
+        let bufferFolder = try folder.makeBufferFolder()
+        /// Record bytes in the list's IO cache.
+        func cached(_ number: Int) throws -> Int {
+            try FramedFile.read(folder: bufferFolder, name: "async-io-cache-\(number)")?.withRecords(\.count) ?? 0
+        }
         XCTAssertTrue(buffer.add(log: .test("a")))
         buffer.flush()  // fails: "a"'s list stays pending
+        XCTAssertGreaterThan(try cached(1), 0, "the list that failed, copied by the failed forward")
         XCTAssertTrue(buffer.add(log: .test("b")))
-        try eventually { list.mirrorRuns > 0 }
+        try eventually { try cached(2) > 0 }
         Failpoint.retireFails.failNext(0)
         buffer.flush()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).sorted(), ["a", "b"])
