@@ -74,9 +74,9 @@ final class AsyncIOCache {
             try fd.write(UnsafeRawBufferPointer(rebasing: records[mirrored[lane]...]),
                          at: RecordFraming.headerSize + mirrored.reduce(0, +), path: path)
             mirrored[lane] = records.count
-            wrote = true
+            // At once: if the next lane's write throws, this one's bytes are still synced by the next `sync`.
+            (wrote, unsynced) = (true, true)
         }
-        unsynced = unsynced || wrote
         return wrote
     }
 
