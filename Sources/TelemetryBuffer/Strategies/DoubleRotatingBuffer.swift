@@ -220,7 +220,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// syncs it, since its forward may not come soon (the IO timer copies only the active list). Here, on
     /// the queue that resets lists, no reset can overtake the copy. Not a cache its retirement moved away
     /// (the retry starts an empty one in its place); lists in memory are copied by every run anyway. A
-    /// failure (a full disk fails the forward and this alike) is the IO timer's to report.
+    /// failure here (a full disk fails the forward and this alike) is not logged again: the forward's is.
     private func copyFailedList() {
         guard !listsInMemory else { return }
         let (active, otherPending) = regions.activeAndPending
