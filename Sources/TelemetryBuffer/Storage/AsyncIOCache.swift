@@ -16,6 +16,9 @@ final class AsyncIOCache {
     private var nameUnsynced = false
     /// Record bytes of each lane of the list already written to the file, one lane's after another's.
     private var mirrored: [Int] = []
+    /// Something was written after the header since the file was created or retired: a write that failed
+    /// part-way may have left records that `mirrored` does not count.
+    private var written = false
     private var unsynced = false
     /// `retire` moved the file away but no empty file has taken its place yet.
     private(set) var moved = false
@@ -60,6 +63,10 @@ final class AsyncIOCache {
     /// Record bytes of the list written to the file so far, every lane.
     var mirroredBytes: Int { mirrored.reduce(0, +) }
 
+    /// Whether it holds no records: nothing was written since it was created or retired, not even in part
+    /// (and a retirement is not half done).
+    var isEmpty: Bool { !moved && !written }
+
     /// Appends the list's records committed since the last call; returns whether it wrote anything.
     @discardableResult
     func catchUp(with list: RecordRegion) throws -> Bool {
@@ -71,6 +78,7 @@ final class AsyncIOCache {
         for lane in 0..<list.laneCount {
             let records = list.records(lane: lane)
             guard records.count > mirrored[lane] else { continue }
+            written = true
             try fd.write(UnsafeRawBufferPointer(rebasing: records[mirrored[lane]...]),
                          at: RecordFraming.headerSize + mirrored.reduce(0, +), path: path)
             mirrored[lane] = records.count
@@ -135,6 +143,7 @@ final class AsyncIOCache {
         fd = fresh
         moved = false
         mirrored = []
+        written = false
         unsynced = false
     }
 }

@@ -17,11 +17,10 @@ import Foundation
 /// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its
 ///   header is marked `publishing` with the staged envelope range, the envelopes are written as
 ///   `envelope-x`, the marker turns `captured`, the IO cache is renamed `awaiting-sync-x` (an empty
-///   `spare-x`, or a new file, takes its place), the list is reset, and the envelopes move into
+///   `spare-x`, or a new file, takes its place) unless it copied nothing of the list, the list is reset, and the envelopes move into
 ///   `envelopes/`. The forward returns there: the envelopes are safe from the death of the process. A sync
 ///   queue then `fsync`s them and both folders and empties `awaiting-sync-x`, which kept what the IO cache
-///   had copied of their items durable against power loss until then (nothing, for a batch forwarded before
-///   its first copy), into a spare: at once, or, within `ioSyncInterval` of the
+///   had copied of their items durable against power loss until then, into a spare: at once, or, within `ioSyncInterval` of the
 ///   last sync, at the end of that interval, taking every publication since (sooner when more than
 ///   `maxUnsynced` wait).
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
@@ -80,8 +79,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// twice as many waits for their sync, so that the copies, the open files and the disk's backlog stay
     /// bounded when forwards outpace the disk.
     private static let maxUnsynced = 4
-    /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got.
-    private typealias Published = (envelopes: UnsyncedFiles, copy: String)
+    /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got
+    /// (none when the cache had copied nothing of the list).
+    private typealias Published = (envelopes: UnsyncedFiles, copy: String?)
     /// Names the next retired IO cache, `awaiting-sync-x`, and later its spare, `spare-x`; `nil` until the
     /// first publication, which looks for the spares earlier processes left (off the creating thread), and
     /// whenever the folder must say which number is free.
@@ -216,6 +216,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// How many times the IO timer fired.
     var mirrorRuns: Int { io.sync { mirrors } }
 
+    /// Runs the IO timer's copy now (tests: a list whose cache holds its records, as when its batch waits
+    /// longer than the interval).
+    func copyNow() { io.sync { mirror() } }
+
     /// Background queue, after a failed forward: copies the mapped list left pending into its IO cache and
     /// syncs it, since its forward may not come soon (the IO timer copies only the active list). Here, on
     /// the queue that resets lists, no reset can overtake the copy. Not a cache its retirement moved away
@@ -268,13 +272,13 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         // hold durable meanwhile; the rest is exposed to power loss until then, as `Options.ioSyncInterval` says).
         let (waiting, files, round) = unsynced.withLock { unsynced -> (Int, Int, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
-            unsynced.copies += published.map(\.copy)
+            unsynced.copies += published.compactMap(\.copy)
             let files = unsynced.envelopes.reduce(0) { $0 + $1.count }
-            guard unsynced.scheduled == nil else { return (unsynced.copies.count, files, nil) }
+            guard unsynced.scheduled == nil else { return (unsynced.envelopes.count, files, nil) }
             unsynced.lastScheduled &+= 1
             unsynced.scheduled = unsynced.lastScheduled
             let period = DispatchTimeInterval.microseconds(Int((syncPeriod * 1_000_000).rounded()))
-            return (unsynced.copies.count, files, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
+            return (unsynced.envelopes.count, files, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
         }
         if waiting > 2 * Self.maxUnsynced || files > 2 * UnsyncedFiles.maxWaiting {
             syncs.sync { syncPublished() }
@@ -296,7 +300,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             defer { (unsynced.envelopes, unsynced.copies, unsynced.scheduled) = ([], [], nil) }
             return (unsynced.envelopes, unsynced.copies)
         }
-        guard !copies.isEmpty else { return }
+        guard !envelopes.isEmpty || !copies.isEmpty else { return }
         unsynced.withLock { unsynced in
             unsynced.lastSync = .now()
             unsynced.rounds += 1
@@ -320,7 +324,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             // `boot` goes: recovery then takes this process's unsynced publications for another boot's and
             // publishes what their copies hold again (at least once) instead of dropping it.
             folder.remove(BufferFile.boot.name)
-            batcher.diagnostics.log(.error, "could not sync published envelopes: \(error); \(copies) keep their items for the next start")
+            batcher.diagnostics.log(.error, "could not sync published envelopes: \(error); "
+                + (copies.isEmpty ? "no copy keeps their items (their batches were forwarded before the IO caches copied them)"
+                                  : "\(copies) keep what they copied of their items for the next start"))
         }
     }
 
@@ -335,12 +341,19 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         } else {
             if listsInMemory { try io.sync { _ = try caches[index].catchUp(with: lists[index]) } }
             let envelopes = try batcher.stage(batcher.batches(records), in: folder) { try lists[index].mark($0) }
-            published = (envelopes, nextCopyName())
+            // A cache that copied nothing of the list (its batch was forwarded before its first copy) keeps
+            // nothing for power loss: it stays in place, empty, for the list's next items. (The list is
+            // pending and copied only by a failed forward, on this queue: no copy of it starts after this look.)
+            published = (envelopes, io.sync { caches[index].isEmpty } ? nil : nextCopyName())
+        }
+        guard let copy = published.copy else {
+            unretired = nil
+            return published
         }
         let spare = unsynced.withLock { $0.spares.popLast() }
         do {
             try io.sync {
-                try caches[index].retire(as: folder.path + "/" + published.copy, reusing: spare.map { folder.path + "/" + $0 })
+                try caches[index].retire(as: folder.path + "/" + copy, reusing: spare.map { folder.path + "/" + $0 })
                 if listsInMemory { retiredUnreset.insert(index) }
             }
         } catch {

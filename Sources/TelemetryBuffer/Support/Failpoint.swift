@@ -21,8 +21,8 @@ enum Failpoint: String, CaseIterable, Sendable {
     case publishCaptured = "publish.captured"
     /// The file is emptied; the staged envelopes are not moved yet.
     case publishEmptied = "publish.emptied"
-    /// A DoubleRotatingBuffer's forward has returned; its envelopes are not synced yet and its IO cache
-    /// waits as `awaiting-sync-x`.
+    /// A DoubleRotatingBuffer's forward has returned; its envelopes are not synced yet and its IO cache, if it
+    /// copied any of the list, waits as `awaiting-sync-x`.
     case publishUnsynced = "publish.unsynced"
     /// One staged envelope of several has moved into `envelopes/`.
     case moveOne = "move.one"

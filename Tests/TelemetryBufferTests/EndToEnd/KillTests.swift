@@ -129,7 +129,7 @@ final class KillTests: XCTestCase {
     func testKillsAtEveryStepOfPublishing() throws {
         let steps: [Failpoint] = [.publishMarked, .publishStaged, .publishCaptured, .publishEmptied, .moveOne]
         for strategy in Self.crashSafe {
-            // The DoubleRotatingBuffer also at the default interval, where the retired IO cache is empty.
+            // The DoubleRotatingBuffer also at the default interval, where no IO cache is copied or retired.
             let intervals: [Int?] = strategy == .doubleRotatingBuffer ? [nil, Self.defaultIOSync] : [nil]
             let cases = (steps + (strategy == .doubleRotatingBuffer ? [.publishUnsynced] : [])).flatMap { step in intervals.map { (step, $0) } }
             for (step, ioSync) in cases {
@@ -158,7 +158,9 @@ final class KillTests: XCTestCase {
         let published = RecordRegion(recordCapacity: 1 << 16, kind: .memoryList)
         appendLogs((0..<20).map { "item \($0)" }, to: published, nonce: 99)
         try spare.catchUp(with: published)
-        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .publishEmptied)
+        // Paced, so that the first batch is copied before its forward, which then retires the cache.
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, paceMicroseconds: 200,
+                                     failpoint: .publishEmptied)
         XCTAssertEqual(stress.status, -SIGKILL, "the first publication must have been reached")
         let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
         XCTAssertEqual(recovery.status, 0, recovery.errors)
@@ -193,7 +195,9 @@ final class KillTests: XCTestCase {
     func testAFailedSyncKeepsItsCopiesAndDatesThemToNoBoot() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, failpoint: .syncFails)
+        // Paced, so that batches are copied before their forwards, which then retire the caches.
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, paceMicroseconds: 200,
+                                     failpoint: .syncFails)
         XCTAssertEqual(stress.status, 0, stress.errors)
         XCTAssertTrue(stress.errors.contains("could not sync published envelopes"), stress.errors)
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.bufferFolder(demoDefaultDSN).path)

@@ -32,7 +32,8 @@ final class WakeUpTests: XCTestCase {
     }
 
     /// A batch whose forward is due before its IO cache's copy is not copied: its publication's sync makes it
-    /// durable, and the copy would only write the same items once more (and wake the process to do it).
+    /// durable, and the copy would only write the same items once more (and wake the process to do it). Nor
+    /// is its empty IO cache retired as the batch's power-loss copy: no file is made for it.
     func testABatchForwardedBeforeItsCopyIsNotCopied() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
@@ -55,6 +56,8 @@ final class WakeUpTests: XCTestCase {
         list.drainQueuedSyncs()
         XCTAssertGreaterThanOrEqual(list.publicationSyncs, 1, "the publications' syncs made the batches durable")
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2"])
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.makeBufferFolder())
+        XCTAssertFalse(files.contains { ["async-io-cache", "awaiting-sync", "spare"].contains(where: $0.hasPrefix) }, "\(files)")
     }
 
     /// While forwards fail (here the IO cache's retirement, each time), the list that failed is copied into
@@ -65,8 +68,8 @@ final class WakeUpTests: XCTestCase {
         defer { folder.remove() }
         let buffer = try TelemetryBuffer(options: testOptions(folder) {
             $0.strategy = .doubleRotatingBuffer
-            $0.flushInterval = 0.05
-            $0.ioSyncInterval = 0.1
+            $0.flushInterval = 0.5  // no forward of its own between the first add and its copy
+            $0.ioSyncInterval = 0.5
         })
         defer { buffer.close() }
         if buffer.listsInMemory { throw XCTSkip("the lists are in memory on this file system") }
@@ -78,14 +81,19 @@ final class WakeUpTests: XCTestCase {
         func cached(_ number: Int) throws -> Int {
             try FramedFile.read(folder: bufferFolder, name: "async-io-cache-\(number)")?.withRecords(\.count) ?? 0
         }
+        // A cache that holds part of its list (as when a batch waits longer than the interval) is retired.
         XCTAssertTrue(buffer.add(log: .test("a")))
-        buffer.flush()  // fails: "a"'s list stays pending
-        XCTAssertGreaterThan(try cached(1), 0, "the list that failed, copied by the failed forward")
+        list.copyNow()
+        let copied = try cached(1)
+        XCTAssertGreaterThan(copied, 0)
+        XCTAssertTrue(buffer.add(log: .test("a2")))
+        buffer.flush()  // fails: the list stays pending
+        XCTAssertGreaterThan(try cached(1), copied, "the rest of the list that failed, copied by the failed forward")
         XCTAssertTrue(buffer.add(log: .test("b")))
         try eventually { try cached(2) > 0 }
         Failpoint.retireFails.failNext(0)
         buffer.flush()
-        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).sorted(), ["a", "b"])
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).sorted(), ["a", "a2", "b"])
     }
 
     /// A DoubleRotatingBuffer with a 10 s sync interval whose first publication ("0") is synced: at once.

@@ -575,6 +575,7 @@ final class StorageTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: bufferFolder + "/awaiting-sync-3", withIntermediateDirectories: false)
         for round in 0..<4 {
             buffer.add(log: .test("r\(round)"))
+            buffer.doubleRotatingBuffer?.copyNow()  // a cache that holds the list's records is retired
             buffer.flush()
         }
         buffer.close()
@@ -591,7 +592,10 @@ final class StorageTests: XCTestCase {
     func testASpareSwappedForALinkIsDroppedNotRetriedForever() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory))
         XCTAssertEqual(buffer.recovery.items, 0)
+        // Each batch's cache holds its records (as when a batch waits longer than the interval), so each
+        // forward retires it, and the spares take its place.
         buffer.add(log: .test("first"))
+        buffer.doubleRotatingBuffer?.copyNow()
         buffer.flush()
         let spare = bufferFolder + "/spare-0"
         eventually { FileManager.default.fileExists(atPath: spare) }
@@ -601,6 +605,7 @@ final class StorageTests: XCTestCase {
         try FileManager.default.createSymbolicLink(atPath: spare, withDestinationPath: outside)
         for round in 0..<3 {
             buffer.add(log: .test("r\(round)"))
+            buffer.doubleRotatingBuffer?.copyNow()
             buffer.flush()
         }
         buffer.close()
@@ -617,6 +622,7 @@ final class StorageTests: XCTestCase {
         Failpoint.retireFails.failNext()
         buffer.add(log: .test("a"))
         buffer.add(log: .test("b"))
+        buffer.doubleRotatingBuffer?.copyNow()  // a cache that holds the list's records is retired
         buffer.flush()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["a", "b"], "the staged envelopes are published")
         XCTAssertFalse(FileManager.default.fileExists(atPath: bufferFolder + "/awaiting-sync-0"), "not moved")
@@ -639,6 +645,7 @@ final class StorageTests: XCTestCase {
         // The first publication moves the IO cache, then no empty file can take its place.
         Failpoint.retireRestartFails.failNext()
         buffer.add(log: .test("a"))
+        buffer.doubleRotatingBuffer?.copyNow()  // a cache that holds the list's records is retired
         buffer.flush()
         XCTAssertFalse(FileManager.default.fileExists(atPath: bufferFolder + "/async-io-cache-1"))
         XCTAssertTrue(FileManager.default.fileExists(atPath: bufferFolder + "/awaiting-sync-0"), "the cache was moved")
@@ -659,6 +666,7 @@ final class StorageTests: XCTestCase {
         XCTAssertEqual(try fileSize("crash-safe-list-1"), listSize, "preallocated in full")
         XCTAssertEqual(try fileSize("crash-safe-list-2"), listSize)
         buffer.add(log: .test("in the list"))
+        buffer.doubleRotatingBuffer?.copyNow()  // a cache that holds the list's records is retired by the forward
         let list = try XCTUnwrap(try FramedFile.read(folder: bufferFolder, name: "crash-safe-list-1"))
         XCTAssertEqual(list.withRecords(\.count), 25 + 1 + list.withRecords { raw in
             var size = -1

@@ -44,8 +44,8 @@ enum Demo {
         process.executableURL = program
         // A run lasts a second or so: the IO caches copy the lists every 10 ms (`ioSyncInterval`) so that
         // their copies hold the lists' items when forwards retire them, as in an app whose batches wait
-        // longer than the interval (with the defaults a batch forwarded within it is never copied, and its
-        // retired copy is empty: `stress(ioSyncMilliseconds:)` runs that).
+        // longer than the interval (a batch forwarded before its first copy keeps its IO cache in place,
+        // unretired, as every batch does with the defaults: `stress(ioSyncMilliseconds:)` runs that).
         let opensABuffer = program == executable && ["stress", "recover", "crash"].contains(arguments.first ?? "")
         process.arguments = arguments + (opensABuffer && !arguments.contains("--io-sync-ms") ? ["--io-sync-ms", "10"] : [])
         var environment = ProcessInfo.processInfo.environment
@@ -94,12 +94,15 @@ enum Demo {
     }
 
     static func stress(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, count: Int, spans: Bool, metrics: Bool = false,
-                       threads: Int = 1, ioSyncMilliseconds: Int? = nil, killAfter: useconds_t? = nil,
-                       failpoint: Failpoint? = nil) throws -> Run {
-        try run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(count),
-                 "--max-envelopes", "100000", "--threads", String(threads)] + (spans ? ["--spans"] : []) + (metrics ? ["--metrics"] : [])
-                    + (ioSyncMilliseconds.map { ["--io-sync-ms", String($0)] } ?? []),
-                killAfter: killAfter, failpoint: failpoint)
+                       threads: Int = 1, ioSyncMilliseconds: Int? = nil, paceMicroseconds: Int? = nil,
+                       killAfter: useconds_t? = nil, failpoint: Failpoint? = nil) throws -> Run {
+        var arguments = ["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(count),
+                         "--max-envelopes", "100000", "--threads", String(threads)]
+        if spans { arguments.append("--spans") }
+        if metrics { arguments.append("--metrics") }
+        if let ioSyncMilliseconds { arguments += ["--io-sync-ms", String(ioSyncMilliseconds)] }
+        if let paceMicroseconds { arguments += ["--pace-us", String(paceMicroseconds)] }
+        return try run(arguments, killAfter: killAfter, failpoint: failpoint)
     }
 
     static func recover(_ folder: TemporaryDirectory, _ strategy: Options.Strategy, killAfter: useconds_t? = nil,
