@@ -20,7 +20,7 @@ struct Arguments {
                                       [--when-held] [--survive-first [--then-pace-us N]] [--fork-child] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
                                       [--helpers H] [--crash-while-crashing] [--survive-then-register]
-                                      [--reporter before|after] [--io-sync-ms N]
+                                      [--reporter before|after] [--io-sync-ms N] [--pace-us N]
         crash kinds: segv abort fatal unwrap overflow index stack thread bus sent-segv kill term
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
         """

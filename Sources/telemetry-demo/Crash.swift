@@ -59,6 +59,7 @@ enum Crash {
         let removeAt = try arguments.integer("remove-at", default: -1)
         let linger = useconds_t(try arguments.integer("linger-us", default: 0))
         let pace = try arguments.integer("then-pace-us", default: -1)
+        let itemPace = useconds_t(try arguments.integer("pace-us", default: 0))
         let items = 0..<count * (survive || registersLate ? 2 : 1)
         // Without a removal to die in, `--during-removal` dies the usual way.
         let diesDuringRemoval = arguments.flag("during-removal") && items.contains(removeAt)
@@ -104,6 +105,7 @@ enum Crash {
             }
             let acknowledged = add(seq * threads, to: buffers, trace: trace, spans: spans, metrics: metrics)
             if survive, seq >= count, acknowledged { acknowledgedAfter += 1 }
+            if itemPace > 0 { usleep(itemPace) }
         }
         if survive, pace > 0 {
             // However long the settling takes (a loaded machine, strace): on until N are acknowledged after it.

@@ -129,13 +129,16 @@ final class KillTests: XCTestCase {
     func testKillsAtEveryStepOfPublishing() throws {
         let steps: [Failpoint] = [.publishMarked, .publishStaged, .publishCaptured, .publishEmptied, .moveOne]
         for strategy in Self.crashSafe {
-            // The DoubleRotatingBuffer also at the default interval, where no IO cache is copied or retired.
+            // The DoubleRotatingBuffer paced at 10 ms, so that its forwards retire IO caches that copied their
+            // batch, and at the default interval, where no IO cache is copied or retired.
             let intervals: [Int?] = strategy == .doubleRotatingBuffer ? [nil, Self.defaultIOSync] : [nil]
             let cases = (steps + (strategy == .doubleRotatingBuffer ? [.publishUnsynced] : [])).flatMap { step in intervals.map { (step, $0) } }
             for (step, ioSync) in cases {
                 let folder = try TemporaryDirectory()
                 defer { folder.remove() }
-                let stress = try Demo.stress(folder, strategy, count: 500, spans: true, ioSyncMilliseconds: ioSync, failpoint: step)
+                let paced = strategy == .doubleRotatingBuffer && ioSync == nil
+                let stress = try Demo.stress(folder, strategy, count: 500, spans: true, ioSyncMilliseconds: ioSync,
+                                             paceMicroseconds: paced ? 200 : nil, failpoint: step)
                 let name = "\(strategy) \(step)\(ioSync.map { " at \($0) ms" } ?? "")"
                 XCTAssertEqual(stress.status, -SIGKILL, "\(name) must have been reached")
                 let recovery = try Demo.recover(folder, strategy)
@@ -159,9 +162,12 @@ final class KillTests: XCTestCase {
         appendLogs((0..<20).map { "item \($0)" }, to: published, nonce: 99)
         try spare.catchUp(with: published)
         // Paced, so that the first batch is copied before its forward, which then retires the cache.
-        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, paceMicroseconds: 200,
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, paceMicroseconds: 500,
                                      failpoint: .publishEmptied)
         XCTAssertEqual(stress.status, -SIGKILL, "the first publication must have been reached")
+        let files = try FileManager.default.contentsOfDirectory(atPath: buffer)
+        XCTAssertFalse(files.contains("spare-0"), "the spare took the retired cache's place: \(files)")
+        XCTAssertTrue(files.contains("awaiting-sync-1"), "\(files)")
         let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
         XCTAssertEqual(recovery.status, 0, recovery.errors)
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "a spare holding records")
@@ -196,7 +202,7 @@ final class KillTests: XCTestCase {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         // Paced, so that batches are copied before their forwards, which then retire the caches.
-        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, paceMicroseconds: 200,
+        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, paceMicroseconds: 500,
                                      failpoint: .syncFails)
         XCTAssertEqual(stress.status, 0, stress.errors)
         XCTAssertTrue(stress.errors.contains("could not sync published envelopes"), stress.errors)

@@ -42,10 +42,10 @@ enum Demo {
                     deadline: TimeInterval = 120, program: URL = executable) throws -> Run {
         let process = Process()
         process.executableURL = program
-        // A run lasts a second or so: the IO caches copy the lists every 10 ms (`ioSyncInterval`) so that
-        // their copies hold the lists' items when forwards retire them, as in an app whose batches wait
-        // longer than the interval (a batch forwarded before its first copy keeps its IO cache in place,
-        // unretired, as every batch does with the defaults: `stress(ioSyncMilliseconds:)` runs that).
+        // A run lasts a second or so: the IO caches copy the lists every 10 ms (`ioSyncInterval`), as in an app
+        // whose batches wait longer than the interval; a batch that fills within 10 ms is forwarded before
+        // its first copy and keeps its IO cache in place, unretired, as every batch does with the defaults
+        // (`stress(ioSyncMilliseconds:)`). Tests of retirement pace their items (`--pace-us`).
         let opensABuffer = program == executable && ["stress", "recover", "crash"].contains(arguments.first ?? "")
         process.arguments = arguments + (opensABuffer && !arguments.contains("--io-sync-ms") ? ["--io-sync-ms", "10"] : [])
         var environment = ProcessInfo.processInfo.environment
