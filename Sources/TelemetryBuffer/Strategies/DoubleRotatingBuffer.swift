@@ -17,12 +17,12 @@ import Foundation
 /// * Forward (timer, limits, flush, close, background): the full list is published exactly once: its
 ///   header is marked `publishing` with the staged envelope range, the envelopes are written as
 ///   `envelope-x`, the marker turns `captured`, the IO cache is renamed `awaiting-sync-x` (an empty
-///   `spare-x`, or a new file, takes its place) unless it copied nothing of the list, the list is reset, and the envelopes move into
-///   `envelopes/`. The forward returns there: the envelopes are safe from the death of the process. A sync
-///   queue then `fsync`s them and both folders and empties `awaiting-sync-x`, which kept what the IO cache
-///   had copied of their items durable against power loss until then, into a spare: at once, or, within `ioSyncInterval` of the
-///   last sync, at the end of that interval, taking every publication since (sooner when more than
-///   `maxUnsynced` wait).
+///   `spare-x`, or a new file, takes its place) unless it copied nothing of the list, the list is reset,
+///   and the envelopes move into `envelopes/`. The forward returns there: the envelopes are safe from the
+///   death of the process. A sync queue then `fsync`s them and both folders and empties `awaiting-sync-x`,
+///   which kept what the IO cache had copied of their items durable against power loss until then, into
+///   a spare: at once, or, within `ioSyncInterval` of the last sync, at the end of that interval, taking
+///   every publication since (sooner when more than `maxUnsynced` wait).
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
 ///   (`buffer_overflow`), the caller never waits.
 ///
@@ -342,8 +342,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             if listsInMemory { try io.sync { _ = try caches[index].catchUp(with: lists[index]) } }
             let envelopes = try batcher.stage(batcher.batches(records), in: folder) { try lists[index].mark($0) }
             // A cache that copied nothing of the list (its batch was forwarded before its first copy) keeps
-            // nothing for power loss: it stays in place, empty, for the list's next items. (The list is
-            // pending and copied only by a failed forward, on this queue: no copy of it starts after this look.)
+            // nothing for power loss: it stays in place, empty, for the list's next items. (A pending mapped
+            // list is copied only by a failed forward, on this queue, so no copy of it starts after this look;
+            // a list in memory was just copied whole.)
             published = (envelopes, io.sync { caches[index].isEmpty } ? nil : nextCopyName())
         }
         guard let copy = published.copy else {
