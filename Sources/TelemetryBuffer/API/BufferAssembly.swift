@@ -95,7 +95,7 @@ struct FolderParts: Sendable {
         folder = try BufferFolder(path: buffers.path, lock: lock)
         // The lock file holds nothing: no protection, so that a start while the device is locked can open it
         // whatever class the other files have (with `.complete`, such a start failed on it).
-        for name in (try? folder.names()) ?? [] where folder.isOurs(name) {
+        for name in folder.found where folder.isOurs(name) {
             Self.protect(buffers.appendingPathComponent(name), options, diagnostics, name == FolderLock.name ? FileProtection.none : nil)
         }
         for name in (try? FileManager.default.contentsOfDirectory(atPath: stored.path)) ?? [] {
@@ -111,7 +111,7 @@ struct FolderParts: Sendable {
                 reports: assembly.reports, diagnostics: diagnostics)
             (files, outbox) = (transport, GatedOutbox(transport, consent: assembly.consent))
         }
-        claimed = try Recovery.claim(folder: folder)
+        claimed = try Recovery.claim(folder: folder, names: folder.found)
         // Tests stand in for a device whose protected data is not available yet, after the claims.
         guard options.protectedDataAvailable() else { throw ProtectedDataUnavailable(path: directory.path) }
         strategy = try Self.makeStrategy(options, folder: folder, batcher: assembly.batcher, outbox: outbox)

@@ -168,8 +168,9 @@ extension TelemetryBuffer {
 
         /// Throws `TelemetryBufferError.invalidOption` for the first limit out of range.
         func validate() throws {
-            func check(_ valid: Bool, _ name: String, _ reason: String) throws {
-                if !valid { throw TelemetryBufferError.invalidOption(name: name, reason: reason) }
+            func check(_ valid: Bool, _ name: String, _ reason: @autoclosure () -> String) throws {
+                // The reason is formatted only for a value that fails: `validate` runs at every start.
+                if !valid { throw TelemetryBufferError.invalidOption(name: name, reason: reason()) }
             }
             try check(flushInterval > 0 && flushInterval <= 30, "flushInterval",
                       "must be more than 0 and at most 30 seconds (the protocol maximum), not \(flushInterval)")

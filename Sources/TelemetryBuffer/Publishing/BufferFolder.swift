@@ -27,19 +27,26 @@ final class BufferFolder: @unchecked Sendable {
     static let name = "telemetry-buffer"
     private static let temporarySuffix = ".tmp"
 
-    /// Opens (creating) the folder and takes its lock (or keeps `lock`, taken before), or throws `folderInUse`.
+    /// The folder's entries once the lock was taken, less the temporary files `init` removed, sorted: what
+    /// start-up works from (nothing else adds files while the lock is held and the buffer not yet started).
+    let found: [String]
+
+    /// Opens the folder, which its caller made, and takes its lock (or keeps `lock`, taken before), or
+    /// throws `folderInUse`.
     init(path: String, lock: FolderLock? = nil) throws {
-        try FileSystem.makeDirectory(URL(fileURLWithPath: path, isDirectory: true))
         self.lock = try lock ?? FolderLock(folder: path)
         self.path = path
-        fd = try FileSystem.openDirectory(URL(fileURLWithPath: path, isDirectory: true))
+        let fd = try FileSystem.openDirectory(URL(fileURLWithPath: path, isDirectory: true))
+        self.fd = fd
         nextEnvelope = 0
-        let names = try names()
+        var names = try FileSystem.names(inDirectory: fd, path: path)
         // What interrupted atomic writes left (`.<name>.tmp`): ours only, a link or someone else's file
         // under such a name is left alone.
-        for name in names where name.hasPrefix(".") && name.hasSuffix(Self.temporarySuffix) && FileSystem.isOurs(name, in: fd) {
-            try? fd.remove(name, path: path)
+        names.removeAll { name in
+            guard name.hasPrefix("."), name.hasSuffix(Self.temporarySuffix), FileSystem.isOurs(name, in: fd) else { return false }
+            return (try? fd.remove(name, path: path)) != nil
         }
+        found = names
         nextEnvelope = names.compactMap { BufferFile(name: $0)?.stagedIndex }.max().map { $0 + 1 } ?? 0
     }
 

@@ -21,14 +21,13 @@
 /// start claims and reads to the same result: nothing lost, nothing twice.
 enum Recovery {
 
-    /// Renames the buffer files of earlier processes to claimed names; returns whether there is anything
-    /// for `run` to do. The renames are not synced here, so the creating thread never waits for the disk:
-    /// `run` syncs them first. Until then power loss can only undo them together with everything the new
+    /// Renames the buffer files of earlier processes, among `names` (the folder's entries), to claimed
+    /// names; returns whether there is anything for `run` to do. The renames are not synced here, so the
+    /// creating thread never waits for the disk: `run` syncs them first. Until then power loss can only undo them together with everything the new
     /// buffer did after them (journaling file systems commit metadata changes in order).
     /// The file `boot` goes with the files it dates; `recordBoot` then writes this process's own, on the
     /// background queue before any forward (a file creation less for the creating thread).
-    static func claim(folder: BufferFolder) throws -> Bool {
-        let names = try folder.names()
+    static func claim(folder: BufferFolder, names: [String]) throws -> Bool {
         let generation = unusedGeneration(names)
         var claimedNames = names.filter { BufferFile(name: $0)?.claim != nil }
         // A link, FIFO or someone else's file with a buffer file's name is not ours to move.

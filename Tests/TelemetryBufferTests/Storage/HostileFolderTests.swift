@@ -65,7 +65,7 @@ final class HostileFolderTests: XCTestCase {
     /// also when the indices wrap at 2^32 (a planted marker names the last ones).
     func testEnvelopeIndicesAfterAFailedRecoveryMissEveryOlderMarker() throws {
         for wrapping in [false, true] {
-            let bufferFolder = try BufferFolder(path: directory.bufferFolder().path)
+            let bufferFolder = try BufferFolder(path: directory.makeBufferFolder())
             // An earlier process's stream cache, claimed; its publication was cut after the marker.
             try plantClaimed("recovering-0-" + BufferFile.streamFlushing.name, marker: .init(state: .publishing, firstEnvelope: 0, envelopeCount: 4), in: bufferFolder)
             if wrapping {

@@ -151,7 +151,7 @@ final class StorageTests: XCTestCase {
     /// and the ranges older markers name; staging never writes over a file already there, and a stage that
     /// fails removes only what it created; before recovery is done only this process's envelopes move.
     func testReservationsNeverReuseAnIndexInUse() throws {
-        let folder = try BufferFolder(path: bufferFolder)
+        let folder = try BufferFolder(path: directory.makeBufferFolder())
         defer { folder.release() }
         for index in [0, 3, Int(UInt32.max) - 1] {
             XCTAssertTrue(FileManager.default.createFile(atPath: bufferFolder + "/envelope-\(index)", contents: Data("theirs".utf8)))
