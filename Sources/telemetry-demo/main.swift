@@ -13,7 +13,8 @@ func options(_ arguments: Arguments, directory: URL) throws -> Options {
     options.maxCachedEnvelopes = try arguments.integer("max-envelopes", default: options.maxCachedEnvelopes)
     // The tests' runs last a second or so: with an interval of milliseconds the IO caches copy the lists
     // while they run, as they do in an app whose batches wait longer than the interval.
-    if arguments.string("io-sync-ms") != nil { options.ioSyncInterval = Double(try arguments.integer("io-sync-ms", default: 5000)) / 1000 }
+    let ioSyncMilliseconds = try arguments.integer("io-sync-ms", default: Int(options.ioSyncInterval * 1000))
+    options.ioSyncInterval = Double(ioSyncMilliseconds) / 1000
     // A raised cap lifts the byte quota too: a test that counts every item must see no eviction.
     if arguments.string("max-envelopes") != nil { options.maxCacheBytes = .max }
     options.environment = "demo"

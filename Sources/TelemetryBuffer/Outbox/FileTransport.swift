@@ -190,7 +190,7 @@ extension TelemetryBuffer {
                 directoryFD = try FileDescriptor.currentDirectory.open(directory.path, flags)
             } catch {
                 if [ENOENT, ENOTDIR, ELOOP].contains(error.rawValue) { return }
-                throw TelemetryBufferError.fileSystem(operation: "open", path: directory.path, errno: error.rawValue)
+                throw error.fileSystem("open", directory.path)
             }
             defer { directoryFD.close() }
             var failure: (any Error)?

@@ -9,4 +9,9 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     static var current: Errno { Errno(rawValue: errno) }
 
     var description: String { FileSystem.errnoText(rawValue) }
+
+    /// The error the library throws for it: `TelemetryBufferError.fileSystem`, naming `operation` and `path`.
+    func fileSystem(_ operation: String, _ path: String) -> TelemetryBufferError {
+        .fileSystem(operation: operation, path: path, errno: rawValue)
+    }
 }

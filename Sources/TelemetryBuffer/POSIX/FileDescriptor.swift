@@ -81,7 +81,7 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
             try SystemCall.call { unlinkat(rawValue, name, 0) }
         } catch {
             guard error.rawValue == ENOENT else {
-                throw TelemetryBufferError.fileSystem(operation: "unlink", path: path + "/" + name, errno: error.rawValue)
+                throw error.fileSystem("unlink", path + "/" + name)
             }
         }
     }

@@ -21,7 +21,7 @@ enum SystemCall {
         do {
             return try call(body)
         } catch {
-            throw TelemetryBufferError.fileSystem(operation: operation, path: path, errno: error.rawValue)
+            throw error.fileSystem(operation, path)
         }
     }
 }

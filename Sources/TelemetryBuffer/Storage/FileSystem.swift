@@ -30,7 +30,7 @@ enum FileSystem {
         do {
             return try FileDescriptor.currentDirectory.open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         } catch {
-            throw TelemetryBufferError.fileSystem(operation: "open", path: url.path, errno: error.rawValue)
+            throw error.fileSystem("open", url.path)
         }
     }
 
@@ -54,7 +54,7 @@ enum FileSystem {
         } catch {
             // A symbolic link (ELOOP), or a FIFO without a reader (ENXIO): not ours.
             if error.rawValue == ELOOP || error.rawValue == ENXIO { throw ForeignFile(path: path) }
-            throw TelemetryBufferError.fileSystem(operation: "open", path: path, errno: error.rawValue)
+            throw error.fileSystem("open", path)
         }
         do {
             let status = try fd.status(path: path)
@@ -210,7 +210,7 @@ enum FileSystem {
         do {
             own = try directoryFD.open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         } catch {
-            throw TelemetryBufferError.fileSystem(operation: "open", path: path, errno: error.rawValue)
+            throw error.fileSystem("open", path)
         }
         guard let directory = fdopendir(own.rawValue) else {
             let failure = error("fdopendir", path)
