@@ -195,8 +195,8 @@ int tb_file_overwrites_in_place(int fd);
 
 /// Starts writing the file's dirty pages to the disk without waiting (Linux: `sync_file_range` with
 /// `SYNC_FILE_RANGE_WRITE`; elsewhere nothing). Not a sync: it makes nothing durable; an `fsync` after it
-/// does, and waits less.
-void tb_start_writeback(int fd);
+/// does, and waits less. Returns 0, or the `errno` of the failure (`EINTR` is retried).
+int tb_start_writeback(int fd);
 
 /// Whether `tb_crc32c` may be called: the CPU has a CRC-32C instruction this build can use. Call it once
 /// before the first `tb_crc32c` (it also prepares that function's tables).

@@ -106,8 +106,13 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
 
     /// Starts writing the file's changed data to the disk without waiting (Linux; elsewhere nothing): files
     /// synced one after another then wait for the disk once together rather than one round trip each.
-    /// Makes nothing durable.
-    func startWriteback() { tb_start_writeback(rawValue) }
+    /// Makes nothing durable. Returns 0, or the `errno` of a write that failed, which the `fsync` after it
+    /// may no longer report (ext4 drops the pages of a write it gives up on): take it for the sync's
+    /// failure. Where the call is not supported, 0: the `fsync` does it all.
+    func startWriteback() -> Int32 {
+        let code = tb_start_writeback(rawValue)
+        return [ENOSYS, EINVAL, ESPIPE, EOPNOTSUPP].contains(code) ? 0 : code
+    }
 
     /// Hands the file's data to the disk for the periodic syncs, not necessarily its times: `fdatasync`
     /// (one journal write less). On Apple platforms, which have no `fdatasync`, `fcntl(F_BARRIERFSYNC)`

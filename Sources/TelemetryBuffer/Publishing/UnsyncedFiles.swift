@@ -31,20 +31,27 @@ final class UnsyncedFiles: Sendable {
     /// them all, at the last file (Apple platforms; see `FileDescriptor.handOff`): a sync round takes the
     /// envelopes of every publication since the last one.
     static func sync(_ sets: [UnsyncedFiles]) throws {
-        for files in sets { files.startWriteback() }
+        for files in sets { try files.startWriteback() }
         let last = sets.lastIndex { $0.count > 0 }
         for (index, files) in sets.enumerated() { try files.sync(withFolder: false, flushingDrive: index == last, writebackStarted: true) }
     }
 
-    /// Starts writing every file to the disk, so that the syncs that follow wait for all of them together
-    /// (see `FileDescriptor.startWriteback`).
-    private func startWriteback() { files.withLock { files in for file in files { file.fd.startWriteback() } } }
+    /// Starts writing every file to the disk, so that the syncs that follow wait for all of them together;
+    /// throws, as a failed sync, the error of a write that failed (see `FileDescriptor.startWriteback`).
+    private func startWriteback() throws {
+        try files.withLock { files in
+            for file in files {
+                let code = Failpoint.writebackFails.isArmed ? EIO : file.fd.startWriteback()
+                guard code == 0 else { throw Errno(rawValue: code).fileSystem("sync_file_range", file.path) }
+            }
+        }
+    }
 
     /// Makes every file durable, then the folder (unless its caller syncs it once for several); closes the files.
     /// Without `flushingDrive`, the files are only handed to the drive: a file synced durably after them
     /// flushes them too. All under the lock: an append meanwhile waits, and is synced by the next call.
     func sync(withFolder: Bool = true, flushingDrive: Bool = true, writebackStarted: Bool = false) throws {
-        if !writebackStarted { startWriteback() }
+        if !writebackStarted { try startWriteback() }
         try files.withLock { files in
             for (index, file) in files.enumerated() {
                 // One flush of the drive's cache for them all (Apple platforms; `fsync` alone flushes elsewhere):

@@ -82,6 +82,10 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// deferred sync, a FileStreamCache's publication after its marker says `captured`.
     case syncFails = "sync.fails"
 
+    /// Starting the writeback of published envelopes before their sync fails, as `sync_file_range` does with
+    /// the error of a write the file system gave up on (which the `fsync` after it may then not report).
+    case writebackFails = "sync.writeback-fails"
+
     /// The system's zlib is missing (as on a system without it): request bodies go uncompressed.
     case zlibMissing = "zlib.missing"
 

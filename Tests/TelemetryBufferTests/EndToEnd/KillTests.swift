@@ -195,23 +195,26 @@ final class KillTests: XCTestCase {
         XCTAssertTrue(bodies.sorted() == expected.sorted(), "\(bodies.count) delivered of \(expected.count)")
     }
 
-    /// A deferred sync that fails (an `fsync` error, injected): the copies of what it was to make durable
-    /// stay, no longer dated to this boot, so recovery publishes what they hold again rather than trusting
-    /// envelopes whose bytes may never reach the disk. Every item still arrives, some perhaps twice.
+    /// A deferred sync that fails (an `fsync` error, or an error starting the writeback before it, injected):
+    /// the copies of what it was to make durable stay, no longer dated to this boot, so recovery publishes
+    /// what they hold again rather than trusting envelopes whose bytes may never reach the disk. Every item
+    /// still arrives, some perhaps twice.
     func testAFailedSyncKeepsItsCopiesAndDatesThemToNoBoot() throws {
-        let folder = try TemporaryDirectory()
-        defer { folder.remove() }
-        // Paced, so that batches are copied before their forwards, which then retire the caches.
-        let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, paceMicroseconds: 500,
-                                     failpoint: .syncFails)
-        XCTAssertEqual(stress.status, 0, stress.errors)
-        XCTAssertTrue(stress.errors.contains("could not sync published envelopes"), stress.errors)
-        let files = try FileManager.default.contentsOfDirectory(atPath: folder.bufferFolder(demoDefaultDSN).path)
-        XCTAssertFalse(files.contains("boot"), "\(files)")
-        XCTAssertTrue(files.contains { $0.hasPrefix("awaiting-sync-") }, "\(files)")
-        let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
-        XCTAssertEqual(recovery.status, 0, recovery.errors)
-        try assertDelivered(stress, in: folder, spans: true, crashSafe: true, atLeastOnce: true, "failed sync")
+        for failpoint in [Failpoint.syncFails, .writebackFails] {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            // Paced, so that batches are copied before their forwards, which then retire the caches.
+            let stress = try Demo.stress(folder, .doubleRotatingBuffer, count: 500, spans: true, paceMicroseconds: 500,
+                                         failpoint: failpoint)
+            XCTAssertEqual(stress.status, 0, stress.errors)
+            XCTAssertTrue(stress.errors.contains("could not sync published envelopes"), "\(failpoint): \(stress.errors)")
+            let files = try FileManager.default.contentsOfDirectory(atPath: folder.bufferFolder(demoDefaultDSN).path)
+            XCTAssertFalse(files.contains("boot"), "\(failpoint): \(files)")
+            XCTAssertTrue(files.contains { $0.hasPrefix("awaiting-sync-") }, "\(failpoint): \(files)")
+            let recovery = try Demo.recover(folder, .doubleRotatingBuffer)
+            XCTAssertEqual(recovery.status, 0, recovery.errors)
+            try assertDelivered(stress, in: folder, spans: true, crashSafe: true, atLeastOnce: true, "\(failpoint)")
+        }
     }
 
     /// An app that exits holding its buffer (no `close()`): the exit hook's forward publishes the last
