@@ -23,8 +23,9 @@ enum Recovery {
 
     /// Renames the buffer files of earlier processes, among `names` (the folder's entries), to claimed
     /// names; returns whether there is anything for `run` to do. The renames are not synced here, so the
-    /// creating thread never waits for the disk: `run` syncs them first. Until then power loss can only undo them together with everything the new
-    /// buffer did after them (journaling file systems commit metadata changes in order).
+    /// creating thread never waits for the disk: `run` syncs them first. Until then power loss can only
+    /// undo them together with everything the new buffer did after them (journaling file systems commit
+    /// metadata changes in order).
     /// The file `boot` goes with the files it dates; `recordBoot` then writes this process's own, on the
     /// background queue before any forward (a file creation less for the creating thread).
     static func claim(folder: BufferFolder, names: [String]) throws -> Bool {

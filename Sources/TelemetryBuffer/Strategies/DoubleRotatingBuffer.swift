@@ -19,7 +19,8 @@ import Foundation
 ///   `envelope-x`, the marker turns `captured`, the IO cache is renamed `awaiting-sync-x` (an empty
 ///   `spare-x`, or a new file, takes its place) unless it copied nothing of the list, the list is reset,
 ///   and the envelopes move into `envelopes/`. The forward returns there: the envelopes are safe from the
-///   death of the process. A sync queue then `fsync`s them and both folders and empties `awaiting-sync-x`,
+///   death of the process. A sync queue then `fsync`s them (their writes started together first, see
+///   `UnsyncedFiles`) and both folders and empties `awaiting-sync-x`,
 ///   which kept what the IO cache had copied of their items durable against power loss until then, into
 ///   a spare: at once, or, within `ioSyncInterval` of the last sync, at the end of that interval, taking
 ///   every publication since (sooner when more than `maxUnsynced` wait).
