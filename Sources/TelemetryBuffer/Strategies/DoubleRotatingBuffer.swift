@@ -20,10 +20,10 @@ import Foundation
 ///   `spare-x`, or a new file, takes its place) unless it copied nothing of the list, the list is reset,
 ///   and the envelopes move into `envelopes/`. The forward returns there: the envelopes are safe from the
 ///   death of the process. A sync queue then `fsync`s them (their writes started together first, see
-///   `UnsyncedFiles`) and both folders and empties `awaiting-sync-x`,
-///   which kept what the IO cache had copied of their items durable against power loss until then, into
-///   a spare: at once, or, within `ioSyncInterval` of the last sync, at the end of that interval, taking
-///   every publication since (sooner when more than `maxUnsynced` wait).
+///   `UnsyncedFiles`) and both folders, and empties `awaiting-sync-x`, which kept what the IO cache had
+///   copied of their items durable against power loss until then, into a spare: at once, or, within
+///   `ioSyncInterval` of the last sync, at the end of that interval, taking every publication since
+///   (sooner when more than `maxUnsynced` retired caches, or many envelopes, wait).
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
 ///   (`buffer_overflow`), the caller never waits.
 ///
@@ -75,10 +75,12 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         var rounds = 0
     }
     private let unsynced: Locked<Unsynced>
-    /// A forward that leaves more unsynced publications than this (or more than `UnsyncedFiles.maxWaiting`
-    /// envelopes) has them synced at once rather than at the end of the interval; one that leaves more than
-    /// twice as many waits for their sync, so that the copies, the open files and the disk's backlog stay
-    /// bounded when forwards outpace the disk.
+    /// A forward that leaves more retired IO caches than this waiting (each a copy of up to a list, on disk),
+    /// or more than `UnsyncedFiles.maxWaiting` envelopes (each an open descriptor), has them synced at once
+    /// rather than at the end of the interval; one that leaves more than twice as many waits for their
+    /// sync, so that the copies, the open files and the disk's backlog stay bounded when forwards outpace
+    /// the disk. Publications without a copy only count by their envelopes: a busy app's round then takes
+    /// the whole interval's (each round costs a phone a drive flush per folder).
     private static let maxUnsynced = 4
     /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got
     /// (none when the cache had copied nothing of the list).
@@ -271,19 +273,19 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         // At most one sync per sync period (`ioSyncInterval`, 5× in Low Power Mode; a phone pays for each): a
         // publication right after another waits for the next, which takes both (their copies keep what they
         // hold durable meanwhile; the rest is exposed to power loss until then, as `Options.ioSyncInterval` says).
-        let (waiting, files, round) = unsynced.withLock { unsynced -> (Int, Int, (number: UInt64, at: DispatchTime)?) in
+        let (copies, files, round) = unsynced.withLock { unsynced -> (Int, Int, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.compactMap(\.copy)
             let files = unsynced.envelopes.reduce(0) { $0 + $1.count }
-            guard unsynced.scheduled == nil else { return (unsynced.envelopes.count, files, nil) }
+            guard unsynced.scheduled == nil else { return (unsynced.copies.count, files, nil) }
             unsynced.lastScheduled &+= 1
             unsynced.scheduled = unsynced.lastScheduled
             let period = DispatchTimeInterval.microseconds(Int((syncPeriod * 1_000_000).rounded()))
-            return (unsynced.envelopes.count, files, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
+            return (unsynced.copies.count, files, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
         }
-        if waiting > 2 * Self.maxUnsynced || files > 2 * UnsyncedFiles.maxWaiting {
+        if copies > 2 * Self.maxUnsynced || files > 2 * UnsyncedFiles.maxWaiting {
             syncs.sync { syncPublished() }
-        } else if waiting > Self.maxUnsynced || files > UnsyncedFiles.maxWaiting {
+        } else if copies > Self.maxUnsynced || files > UnsyncedFiles.maxWaiting {
             syncs.async { self.syncPublished() }
         } else if let round {
             // Weak: `close()`, which every buffer's end reaches, syncs what is left.

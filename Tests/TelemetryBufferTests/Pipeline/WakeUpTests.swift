@@ -128,6 +128,37 @@ final class WakeUpTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2"])
     }
 
+    /// Publications whose batches no IO cache copied (the default intervals) wait for their round however
+    /// many come within the interval: each costs only its envelopes' descriptors, which `maxWaiting` bounds,
+    /// and every round costs a phone a drive flush per folder. Retired copies (each up to a list on disk)
+    /// still have their round start at once when more than four wait.
+    func testOnlyCopiesCutTheIntervalShort() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
+        for index in 1...6 {
+            XCTAssertTrue(buffer.add(log: .test("\(index)")))
+            buffer.flush()
+        }
+        list.drainQueuedSyncs()
+        XCTAssertEqual(list.publicationSyncs, 1, "six publications without copies wait for the end of the interval")
+        buffer.close()
+        XCTAssertEqual(list.publicationSyncs, 2, "close() synced them together")
+
+        let copied = try TemporaryDirectory()
+        defer { copied.remove() }
+        let (again, copying) = try bufferWithItsFirstPublicationSynced(in: copied)
+        for index in 1...5 {
+            XCTAssertTrue(again.add(log: .test("\(index)")))
+            copying.copyNow()
+            again.flush()
+        }
+        copying.drainQueuedSyncs()
+        XCTAssertEqual(copying.publicationSyncs, 2, "the fifth retired copy had its round start at once")
+        again.close()
+        XCTAssertEqual(try logBodies(in: again.envelopesDirectory).sorted(), ["0", "1", "2", "3", "4", "5"])
+    }
+
     /// `didEnterBackground()` makes what it forwards durable at once: the app may stay suspended longer than
     /// the interval, and a publication waiting for its round is exposed to power loss until then.
     func testGoingToTheBackgroundSyncsWhatItForwards() throws {
