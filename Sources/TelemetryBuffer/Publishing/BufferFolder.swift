@@ -162,7 +162,7 @@ final class BufferFolder: @unchecked Sendable {
                 // Never over a file already there: it is someone's envelope.
                 let file = try FileSystem.openFile(name, O_WRONLY | O_CREAT | O_EXCL, in: fd, path: path + "/" + name)
                 created.append(name)
-                written.append(file, path: path + "/" + name)
+                written.append(file, path: path + "/" + name, bytes: envelope.byteCount)
                 try envelope.withPieces { try FileSystem.writeAll(file, pieces: $0, path: path + "/" + name) }
                 if written.count >= UnsyncedFiles.maxWaiting { try written.sync(withFolder: false) }
             }

@@ -10,7 +10,7 @@ import Foundation
 /// lock, never contended.
 final class UnsyncedFiles: Sendable {
     private let folder: BufferFolder
-    private let files = Locked<[(fd: FileDescriptor, path: String)]>([])
+    private let files = Locked<[(fd: FileDescriptor, path: String, bytes: Int)]>([])
 
     /// Files a publication holds open while it stages (more are synced and closed as it goes), and the most
     /// a buffer's publications, or recovery's, leave waiting for a later sync: each holds a descriptor open
@@ -24,8 +24,11 @@ final class UnsyncedFiles: Sendable {
     /// How many files it holds open.
     var count: Int { files.withLock { $0.count } }
 
-    /// Takes over `fd`, a file just created in the folder.
-    func append(_ fd: FileDescriptor, path: String) { files.withLock { $0.append((fd, path)) } }
+    /// Bytes written to the files it holds open: what their sync will write to the disk.
+    var bytes: Int { files.withLock { $0.reduce(0) { $0 + $1.bytes } } }
+
+    /// Takes over `fd`, a file just created in the folder, which holds `bytes` bytes once written.
+    func append(_ fd: FileDescriptor, path: String, bytes: Int) { files.withLock { $0.append((fd, path, bytes)) } }
 
     /// Makes the files of several sets durable (not their folder), with one flush of the drive's cache for
     /// them all, at the last file (Apple platforms; see `FileDescriptor.handOff`): a sync round takes the

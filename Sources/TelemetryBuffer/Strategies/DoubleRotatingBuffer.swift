@@ -76,12 +76,26 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
     private let unsynced: Locked<Unsynced>
     /// A forward that leaves more retired IO caches than this waiting (each a copy of up to a list, on disk),
-    /// or more than `UnsyncedFiles.maxWaiting` envelopes (each an open descriptor), has them synced at once
-    /// rather than at the end of the interval; one that leaves more than twice as many waits for their
-    /// sync, so that the copies, the open files and the disk's backlog stay bounded when forwards outpace
-    /// the disk. Publications without a copy only count by their envelopes: a busy app's round then takes
-    /// the whole interval's (each round costs a phone a drive flush per folder).
+    /// more than this many lists' worth of envelope bytes (`maxBatchBytes` each), or more than
+    /// `UnsyncedFiles.maxWaiting` envelopes (each an open descriptor), has them synced at once rather than
+    /// at the end of the interval; one that leaves more than twice as many waits for their sync, so that the
+    /// copies, the disk's backlog and the open files stay bounded when forwards outpace the disk. Not the
+    /// publications themselves: a busy app's round then takes the whole interval's (each round costs a
+    /// phone a drive flush per folder).
     private static let maxUnsynced = 4
+    /// What waits for the next sync round, by what `maxUnsynced` bounds.
+    private struct Backlog {
+        var copies: Int
+        var bytes: Int
+        var files: Int
+        /// `maxBatchBytes`: what a list holds.
+        var listBytes: Int
+
+        /// Whether any of it is past `factor` times its bound.
+        func exceeds(_ factor: Int) -> Bool {
+            copies > factor * maxUnsynced || bytes > factor * maxUnsynced * listBytes || files > factor * UnsyncedFiles.maxWaiting
+        }
+    }
     /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got
     /// (none when the cache had copied nothing of the list).
     private typealias Published = (envelopes: UnsyncedFiles, copy: String?)
@@ -273,19 +287,20 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         // At most one sync per sync period (`ioSyncInterval`, 5× in Low Power Mode; a phone pays for each): a
         // publication right after another waits for the next, which takes both (their copies keep what they
         // hold durable meanwhile; the rest is exposed to power loss until then, as `Options.ioSyncInterval` says).
-        let (copies, files, round) = unsynced.withLock { unsynced -> (Int, Int, (number: UInt64, at: DispatchTime)?) in
+        let (backlog, round) = unsynced.withLock { unsynced -> (Backlog, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.compactMap(\.copy)
-            let files = unsynced.envelopes.reduce(0) { $0 + $1.count }
-            guard unsynced.scheduled == nil else { return (unsynced.copies.count, files, nil) }
+            let backlog = Backlog(copies: unsynced.copies.count, bytes: unsynced.envelopes.reduce(0) { $0 + $1.bytes },
+                                  files: unsynced.envelopes.reduce(0) { $0 + $1.count }, listBytes: batcher.maxBytes)
+            guard unsynced.scheduled == nil else { return (backlog, nil) }
             unsynced.lastScheduled &+= 1
             unsynced.scheduled = unsynced.lastScheduled
             let period = DispatchTimeInterval.microseconds(Int((syncPeriod * 1_000_000).rounded()))
-            return (unsynced.copies.count, files, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
+            return (backlog, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
         }
-        if copies > 2 * Self.maxUnsynced || files > 2 * UnsyncedFiles.maxWaiting {
+        if backlog.exceeds(2) {
             syncs.sync { syncPublished() }
-        } else if copies > Self.maxUnsynced || files > UnsyncedFiles.maxWaiting {
+        } else if backlog.exceeds(1) {
             syncs.async { self.syncPublished() }
         } else if let round {
             // Weak: `close()`, which every buffer's end reaches, syncs what is left.

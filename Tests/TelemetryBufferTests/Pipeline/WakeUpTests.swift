@@ -129,10 +129,10 @@ final class WakeUpTests: XCTestCase {
     }
 
     /// Publications whose batches no IO cache copied (the default intervals) wait for their round however
-    /// many come within the interval: each costs only its envelopes' descriptors, which `maxWaiting` bounds,
-    /// and every round costs a phone a drive flush per folder. Retired copies (each up to a list on disk)
-    /// still have their round start at once when more than four wait.
-    func testOnlyCopiesCutTheIntervalShort() throws {
+    /// many come within the interval, as long as their envelopes are few and small: every round costs a
+    /// phone a drive flush per folder. Retired copies (each up to a list on disk) still have their round
+    /// start at once when more than four wait, and so do envelopes of more than four lists' worth of bytes.
+    func testCopiesOrBytesCutTheIntervalShortNotPublications() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
@@ -157,6 +157,28 @@ final class WakeUpTests: XCTestCase {
         XCTAssertEqual(copying.publicationSyncs, 2, "the fifth retired copy had its round start at once")
         again.close()
         XCTAssertEqual(try logBodies(in: again.envelopesDirectory).sorted(), ["0", "1", "2", "3", "4", "5"])
+
+        // Lists of 4 KiB: six publications of about 3.5 KiB each are more than four lists' worth.
+        let small = try TemporaryDirectory()
+        defer { small.remove() }
+        let filled = try TelemetryBuffer(options: testOptions(small) {
+            $0.strategy = .doubleRotatingBuffer
+            $0.ioSyncInterval = 10
+            $0.maxBatchBytes = 4096
+        })
+        let lists = try XCTUnwrap(filled.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
+        XCTAssertTrue(filled.add(log: .test("0")))
+        filled.flush()
+        lists.drainQueuedSyncs()
+        XCTAssertEqual(lists.publicationSyncs, 1, "the first at once")
+        let body = String(repeating: "x", count: 600)
+        for publication in 1...6 {
+            for index in 0..<4 { XCTAssertTrue(filled.add(log: .test("\(publication)-\(index) \(body)"))) }
+            filled.flush()
+        }
+        lists.drainQueuedSyncs()
+        XCTAssertEqual(lists.publicationSyncs, 2, "more than four lists' worth of envelopes had their round start at once")
+        filled.close()
     }
 
     /// `didEnterBackground()` makes what it forwards durable at once: the app may stay suspended longer than
