@@ -23,7 +23,7 @@ import Foundation
 ///   `UnsyncedFiles`) and both folders, and empties `awaiting-sync-x`, which kept what the IO cache had
 ///   copied of their items durable against power loss until then, into a spare: at once, or, within
 ///   `ioSyncInterval` of the last sync, at the end of that interval, taking every publication since
-///   (sooner when more than `maxUnsynced` retired caches, or many envelopes, wait).
+///   (sooner when retired caches, envelope bytes, publications or envelopes pass `maxUnsynced`'s bounds).
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
 ///   (`buffer_overflow`), the caller never waits.
 ///
@@ -76,24 +76,29 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     }
     private let unsynced: Locked<Unsynced>
     /// A forward that leaves more retired IO caches than this waiting (each a copy of up to a list, on disk),
-    /// more than this many lists' worth of envelope bytes (`maxBatchBytes` each), or more than
-    /// `UnsyncedFiles.maxWaiting` envelopes (each an open descriptor), has them synced at once rather than
-    /// at the end of the interval; one that leaves more than twice as many waits for their sync, so that the
-    /// copies, the disk's backlog and the open files stay bounded when forwards outpace the disk. Not the
-    /// publications themselves: a busy app's round then takes the whole interval's (each round costs a
-    /// phone a drive flush per folder).
+    /// more than this many lists' worth of envelope bytes (`maxBatchBytes` each), more than
+    /// `maxUnsyncedPublications` publications or more than `UnsyncedFiles.maxWaiting` envelopes (each an open
+    /// descriptor) has them synced at once rather than at the end of the interval; one that leaves more
+    /// than twice as many waits for their sync, so that the copies, the disk's backlog and the open files
+    /// stay bounded when forwards outpace the disk.
     private static let maxUnsynced = 4
+    /// Publications without copies are bounded more loosely: a busy app's round takes the whole interval's
+    /// (a phone pays a drive flush per folder for each round), yet an app that flushes after every add
+    /// does not hold a descriptor open per add until the interval ends.
+    private static let maxUnsyncedPublications = 16
     /// What waits for the next sync round, by what `maxUnsynced` bounds.
     private struct Backlog {
         var copies: Int
         var bytes: Int
+        var publications: Int
         var files: Int
         /// `maxBatchBytes`: what a list holds.
         var listBytes: Int
 
         /// Whether any of it is past `factor` times its bound.
         func exceeds(_ factor: Int) -> Bool {
-            copies > factor * maxUnsynced || bytes > factor * maxUnsynced * listBytes || files > factor * UnsyncedFiles.maxWaiting
+            copies > factor * maxUnsynced || bytes > factor * maxUnsynced * listBytes
+                || publications > factor * maxUnsyncedPublications || files > factor * UnsyncedFiles.maxWaiting
         }
     }
     /// What publishing a list makes: its envelopes, not yet synced, and the name its retired IO cache got
@@ -291,7 +296,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.compactMap(\.copy)
             let backlog = Backlog(copies: unsynced.copies.count, bytes: unsynced.envelopes.reduce(0) { $0 + $1.bytes },
-                                  files: unsynced.envelopes.reduce(0) { $0 + $1.count }, listBytes: batcher.maxBytes)
+                                  publications: unsynced.envelopes.count, files: unsynced.envelopes.reduce(0) { $0 + $1.count },
+                                  listBytes: batcher.maxBytes)
             guard unsynced.scheduled == nil else { return (backlog, nil) }
             unsynced.lastScheduled &+= 1
             unsynced.scheduled = unsynced.lastScheduled
