@@ -128,6 +128,23 @@ final class WakeUpTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2"])
     }
 
+    /// Makes `publications` publications of `logs` logs each (padded with `padding` bytes), each through
+    /// `flush()` (and first copied into its IO cache if `copied`); returns the sync rounds so far once the
+    /// syncs they queued ran.
+    private func roundsAfter(_ publications: ClosedRange<Int>, of buffer: TelemetryBuffer, _ list: DoubleRotatingBuffer,
+                             logs: Int = 1, padding: Int = 0, copied: Bool = false) -> Int {
+        for publication in publications {
+            for index in 0..<logs {
+                let body = logs == 1 ? "\(publication)" : "\(publication)-\(index) " + String(repeating: "x", count: padding)
+                XCTAssertTrue(buffer.add(log: .test(body)))
+            }
+            if copied { list.copyNow() }
+            buffer.flush()
+        }
+        list.drainQueuedSyncs()
+        return list.publicationSyncs
+    }
+
     /// Publications whose batches no IO cache copied (the default intervals) wait for their round, a
     /// busy app's too (every round costs a phone a drive flush per folder), as long as they are fewer than
     /// 17 and their envelopes few and small. Retired copies (each up to a list on disk) still have their
@@ -142,25 +159,14 @@ final class WakeUpTests: XCTestCase {
             buffer.close()
             throw XCTSkip("the lists are in memory on this file system")
         }
-        for index in 1...6 {
-            XCTAssertTrue(buffer.add(log: .test("\(index)")))
-            buffer.flush()
-        }
-        list.drainQueuedSyncs()
-        XCTAssertEqual(list.publicationSyncs, 1, "six publications without copies wait for the end of the interval")
+        XCTAssertEqual(roundsAfter(1...6, of: buffer, list), 1, "six publications without copies wait for the end of the interval")
         buffer.close()
         XCTAssertEqual(list.publicationSyncs, 2, "close() synced them together")
 
         let copied = try TemporaryDirectory()
         defer { copied.remove() }
         let (again, copying) = try bufferWithItsFirstPublicationSynced(in: copied)
-        for index in 1...5 {
-            XCTAssertTrue(again.add(log: .test("\(index)")))
-            copying.copyNow()
-            again.flush()
-        }
-        copying.drainQueuedSyncs()
-        XCTAssertEqual(copying.publicationSyncs, 2, "the fifth retired copy had its round start at once")
+        XCTAssertEqual(roundsAfter(1...5, of: again, copying, copied: true), 2, "the fifth retired copy had its round start at once")
         again.close()
         XCTAssertEqual(try logBodies(in: again.envelopesDirectory).sorted(), ["0", "1", "2", "3", "4", "5"])
 
@@ -177,25 +183,15 @@ final class WakeUpTests: XCTestCase {
         filled.flush()
         lists.drainQueuedSyncs()
         XCTAssertEqual(lists.publicationSyncs, 1, "the first at once")
-        let body = String(repeating: "x", count: 600)
-        for publication in 1...6 {
-            for index in 0..<4 { XCTAssertTrue(filled.add(log: .test("\(publication)-\(index) \(body)"))) }
-            filled.flush()
-        }
-        lists.drainQueuedSyncs()
-        XCTAssertEqual(lists.publicationSyncs, 2, "more than four lists' worth of envelopes had their round start at once")
+        XCTAssertEqual(roundsAfter(1...6, of: filled, lists, logs: 4, padding: 600), 2,
+                       "more than four lists' worth of envelopes had their round start at once")
         filled.close()
 
         // An app that flushes after every add: a publication each.
         let flushing = try TemporaryDirectory()
         defer { flushing.remove() }
         let (eager, publications) = try bufferWithItsFirstPublicationSynced(in: flushing)
-        for index in 1...17 {
-            XCTAssertTrue(eager.add(log: .test("\(index)")))
-            eager.flush()
-        }
-        publications.drainQueuedSyncs()
-        XCTAssertEqual(publications.publicationSyncs, 2, "the 17th publication had their round start at once")
+        XCTAssertEqual(roundsAfter(1...17, of: eager, publications), 2, "the 17th publication had its round start at once")
         eager.close()
     }
 
