@@ -44,6 +44,12 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
         return status
     }
 
+    /// Whether the file was deleted while open: its link count is 0 (`fstat`). `false` if `fstat` fails.
+    var isDeleted: Bool {
+        var status = stat()
+        return fstat(rawValue, &status) == 0 && status.st_nlink == 0
+    }
+
     /// Reads into `buffer` until it is full or the file ends; returns the bytes read.
     func read(into buffer: UnsafeMutableRawBufferPointer, path: String) throws -> Int {
         var count = 0

@@ -402,7 +402,7 @@ enum Recovery {
         guard let file = try FramedFile.read(folder: folder.path, name: name) else { return }
         // Staged inside: the batches point into the file's bytes.
         try file.withRecords { records in
-            try batcher.stage(batcher.batches(records), in: folder) {
+            _ = try batcher.stage(batcher.batches(records), in: folder) {
                 try FramedFile.mark($0, name: name, in: folder)
             }.sync()
         }

@@ -32,17 +32,31 @@ final class UnsyncedFiles: Sendable {
 
     /// Makes the files of several sets durable (not their folder), with one flush of the drive's cache for
     /// them all, at the last file (Apple platforms; see `FileDescriptor.handOff`): a sync round takes the
-    /// envelopes of every publication since the last one.
-    static func sync(_ sets: [UnsyncedFiles]) throws {
-        for files in sets { try files.startWriteback() }
+    /// envelopes of every publication since the last one. Returns how many files it synced.
+    @discardableResult
+    static func sync(_ sets: [UnsyncedFiles]) throws -> Int {
+        for files in sets { try files.prepare() }
         let last = sets.lastIndex { $0.count > 0 }
-        for (index, files) in sets.enumerated() { try files.sync(withFolder: false, flushingDrive: index == last, writebackStarted: true) }
+        var synced = 0
+        for (index, files) in sets.enumerated() {
+            synced += try files.sync(withFolder: false, flushingDrive: index == last, prepared: true)
+        }
+        return synced
     }
 
-    /// Starts writing every file to the disk, so that the syncs that follow wait for all of them together;
-    /// throws, as a failed sync, the error of a write that failed (see `FileDescriptor.startWriteback`).
-    private func startWriteback() throws {
+    /// Readies the files for their syncs. Closes those deleted since they were written (sent by the
+    /// uploader, evicted, or taken by a custom transport): nothing of them is left to keep, and a sync would
+    /// write them to the disk, and flush the drive, for nothing; the folder syncs that follow make their
+    /// deletion durable. Then starts writing every other file to the disk, so that the syncs wait for all
+    /// of them together; throws, as a failed sync, the error of a write that failed (see
+    /// `FileDescriptor.startWriteback`).
+    private func prepare() throws {
         try files.withLock { files in
+            files.removeAll { file in
+                guard file.fd.isDeleted else { return false }
+                file.fd.close()
+                return true
+            }
             for file in files {
                 let code = Failpoint.writebackFails.isArmed ? EIO : file.fd.startWriteback()
                 guard code == 0 else { throw Errno(rawValue: code).fileSystem("sync_file_range", file.path) }
@@ -50,12 +64,13 @@ final class UnsyncedFiles: Sendable {
         }
     }
 
-    /// Makes every file durable, then the folder (unless its caller syncs it once for several); closes the files.
-    /// Without `flushingDrive`, the files are only handed to the drive: a file synced durably after them
+    /// Makes every file not deleted meanwhile durable (see `prepare`), then the folder (unless its caller
+    /// syncs it once for several); closes the files and returns how many it synced. Without `flushingDrive`, the files are only handed to the drive: a file synced durably after them
     /// flushes them too. All under the lock: an append meanwhile waits, and is synced by the next call.
-    func sync(withFolder: Bool = true, flushingDrive: Bool = true, writebackStarted: Bool = false) throws {
-        if !writebackStarted { try startWriteback() }
-        try files.withLock { files in
+    @discardableResult
+    func sync(withFolder: Bool = true, flushingDrive: Bool = true, prepared: Bool = false) throws -> Int {
+        if !prepared { try prepare() }
+        return try files.withLock { files in
             for (index, file) in files.enumerated() {
                 // One flush of the drive's cache for them all (Apple platforms; `fsync` alone flushes elsewhere):
                 // a list of spans makes an envelope per trace.
@@ -64,7 +79,8 @@ final class UnsyncedFiles: Sendable {
             }
             if withFolder { try folder.sync() }
             for file in files { file.fd.close() }
-            files = []
+            defer { files = [] }
+            return files.count
         }
     }
 }

@@ -73,6 +73,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         var lastSync: DispatchTime?
         /// Syncs of publications so far (a battery pays for each).
         var rounds = 0
+        /// Envelope files those syncs made durable (each written to the disk, and on Linux a drive flush).
+        var syncedFiles = 0
     }
     private let unsynced: Locked<Unsynced>
     /// A forward that leaves more retired IO caches than this waiting (each a copy of up to a list, on disk),
@@ -332,7 +334,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         Failpoint.publishUnsynced.hit()
         do {
             try Failpoint.syncFails.failIfArmed("fsync", folder.path)
-            try UnsyncedFiles.sync(envelopes)
+            let synced = try UnsyncedFiles.sync(envelopes)
+            unsynced.withLock { $0.syncedFiles += synced }
             try outbox.syncAdopted()
             try folder.sync()  // the staged envelopes gone and the IO caches' new names (`awaiting-sync-x`)
             for copy in copies {
@@ -431,6 +434,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
 
     /// How many times publications were synced.
     var publicationSyncs: Int { unsynced.withLock { $0.rounds } }
+
+    /// How many envelope files those syncs made durable.
+    var syncedEnvelopeFiles: Int { unsynced.withLock { $0.syncedFiles } }
 
     /// Returns once the syncs queued so far have run (not those that wait for their moment).
     func drainQueuedSyncs() { syncs.sync {} }

@@ -628,6 +628,44 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(server.violations.withLock { $0 }, [])
     }
 
+    /// An envelope sent (and so deleted) before its publication's sync round is not synced: nothing of it
+    /// is left to keep, and its sync would write it to the disk, and flush the drive, for nothing. The
+    /// round still runs, and syncs an envelope still stored when it does.
+    func testAnEnvelopeSentBeforeItsSyncRoundIsNotSynced() throws {
+        let gate = DispatchSemaphore(value: 0)
+        let server = try server(TestServer.sequence([.respond(200), .respond(200), .respondWhenOpened(gate)]))
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.ioSyncInterval = 10 }
+        defer { buffer.close() }
+        let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer")
+        // The first publication's round runs at once, before or after its upload.
+        buffer.add(log: .test("first"))
+        buffer.flush()
+        eventually { server.requests.withLock { $0.count } == 1 && stored(buffer) == 0 }
+        list.drainQueuedSyncs()
+        let (rounds, files) = (list.publicationSyncs, list.syncedEnvelopeFiles)
+
+        // The next one's round waits for the end of the interval; its envelope is sent before it.
+        buffer.add(log: .test("sent"))
+        buffer.flush()
+        eventually { server.requests.withLock { $0.count } == 2 && stored(buffer) == 0 }
+        list.awaitDurable()
+        XCTAssertEqual(list.publicationSyncs, rounds + 1, "the round ran")
+        XCTAssertEqual(list.syncedEnvelopeFiles, files, "and did not sync the envelope sent before it")
+
+        // The server holds the third envelope's answer: it is still stored when its round runs.
+        buffer.add(log: .test("held"))
+        buffer.flush()
+        eventually { server.requests.withLock { $0.count } == 3 }
+        list.awaitDurable()
+        XCTAssertEqual(list.publicationSyncs, rounds + 2)
+        XCTAssertEqual(list.syncedEnvelopeFiles, files + 1, "the envelope still stored was synced")
+        gate.signal()
+        eventually { stored(buffer) == 0 }
+        let bodies = try bodies(server).flatMap(\.elements).compactMap { $0["body"] as? String }
+        XCTAssertEqual(bodies, ["first", "sent", "held"])
+    }
+
     /// The uploading process dies (SIGKILL) while the server holds its request; a new process sends the
     /// envelope again: at most one extra send, nothing lost.
     func testAnUploadKilledMidRequestIsResentAtMostOnce() throws {
