@@ -59,11 +59,28 @@ syncs_of() {
     rm -f "$counted"
 }
 if command -v strace > /dev/null; then one=$(syncs_of 0); else one="?"; fi
-for rate in 0 2 20 200; do
-    line=$("$driver" battery "$rate" "$battery_seconds")
-    if [ "$one" != "?" ] && [ "$rate" != 0 ]; then
-        syncs=$(syncs_of "$rate")
+battery() {
+    local line syncs
+    line=$("$driver" battery "$1" "$battery_seconds")
+    if [ "$one" != "?" ] && [ "$1" != 0 ]; then
+        syncs=$(syncs_of "$1")
         line="$line, syncs $(awk -v s="$syncs" -v o="$one" -v t="$battery_seconds" 'BEGIN { printf "%.2f/s", (s - o) / t }')"
     fi
     echo "$line"
-done
+}
+for rate in 0 2 20 200; do battery "$rate"; done
+# Online: the same, uploading to sink.py on 127.0.0.1 (it answers every envelope 200), as an app with a network.
+port_file=$(mktemp)
+python3 sink.py > "$port_file" &
+sink=$!
+for _ in $(seq 50); do [ -s "$port_file" ] && break; sleep 0.1; done
+if [ -s "$port_file" ]; then
+    export LOAD_DSN="http://key@127.0.0.1:$(cat "$port_file")/1"
+    if [ "$one" != "?" ]; then one=$(syncs_of 0); fi
+    for rate in 20 200; do battery "$rate" | sed 's/^/online: /'; done
+    unset LOAD_DSN
+else
+    echo "online: sink.py did not start"
+fi
+kill "$sink"
+rm -f "$port_file"

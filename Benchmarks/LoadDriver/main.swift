@@ -39,10 +39,12 @@ func now() -> UInt64 {
 func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuffer {
     let folder = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
         .appendingPathComponent("tb-load-\(getpid())\(name)")
-    var options = Options(dsn: "https://key@o1.ingest.example.com/1")
+    // LOAD_DSN: upload to that server (sink.py), as an app online does; otherwise every envelope stays.
+    let server = ProcessInfo.processInfo.environment["LOAD_DSN"]
+    var options = Options(dsn: server ?? "https://key@o1.ingest.example.com/1")
     options.cacheDirectory = folder
     options.strategy = strategy
-    options.upload = false
+    options.upload = server != nil
     options.maxCachedEnvelopes = 1_000_000
     options.maxCacheBytes = 1 << 40
     // IO_SYNC_MS: another `ioSyncInterval` (the power-loss window), to see what it costs a battery.
@@ -466,12 +468,17 @@ func firstAdds(_ count: Int) {
     }
 }
 
-/// Bytes this process had written to the disk (`write_bytes` of /proc/self/io: what reached the block
-/// layer, not what sits in the page cache).
+/// Bytes this process has the disk write, from /proc/self/io: `write_bytes`, which the kernel counts as
+/// pages are dirtied, less `cancelled_write_bytes`, the dirty pages of files deleted or truncated before
+/// their writeback (an envelope sent and deleted before any sync). Measured after a `sync()`: what was
+/// dirtied has reached the disk.
 func writtenBytes() -> Int {
-    guard let io = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8),
-          let line = io.split(separator: "\n").first(where: { $0.hasPrefix("write_bytes:") }) else { return 0 }
-    return Int(line.split(separator: " ").last ?? "0") ?? 0
+    guard let io = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return 0 }
+    func field(_ name: String) -> Int {
+        let line = io.split(separator: "\n").first { $0.hasPrefix(name + ":") }
+        return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+    }
+    return field("write_bytes") - field("cancelled_write_bytes")
 }
 
 /// Voluntary context switches of every thread of the process, ended ones included.
@@ -547,9 +554,14 @@ func battery(perSecond rate: Double, seconds: Double) {
     let written = writtenBytes() - bytes
     buffer.close()
     let (logs, logBytes) = logsWritten(to: buffer)
-    let perLog = logs > 0 ? Double(logBytes) / Double(logs) : 0
-    print(String(format: "battery %g logs/s for %g s: %d logs, wake-ups %.1f/s, bytes written %d = %.2f× the logs' JSON (%.0f bytes each)",
-                 rate, seconds, count, Double(wakeUps) / seconds, written, Double(written) / max(1, Double(count) * perLog), perLog))
+    let head = String(format: "battery %g logs/s for %g s: %d logs, wake-ups %.1f/s, bytes written %d", rate, seconds, count,
+                      Double(wakeUps) / seconds, written)
+    guard logs > 0 else {
+        // Online, the envelopes went to the server: the bytes per log, for the offline run's JSON size.
+        return print(head + String(format: " = %.0f per log, envelopes sent", Double(written) / Double(max(1, count))))
+    }
+    let perLog = Double(logBytes) / Double(logs)
+    print(head + String(format: " = %.2f× the logs' JSON (%.0f bytes each)", Double(written) / (Double(count) * perLog), perLog))
 }
 
 /// `count` times each: creating a buffer (DoubleRotatingBuffer, defaults) on an empty folder, and on the
