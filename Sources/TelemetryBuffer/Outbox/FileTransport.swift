@@ -133,9 +133,10 @@ extension TelemetryBuffer {
             stored.withLock { $0 }?()
         }
 
-        /// Makes the folder's entries durable (envelopes `adopt`ed before their sync, see `DoubleRotatingBuffer`).
-        func syncAdopted() throws {
-            try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path)
+        /// Makes the folder's entries durable (envelopes `adopt`ed before their sync, see `DoubleRotatingBuffer`),
+        /// or without `flushingDrive` hands them to the drive, for a durable sync after it to flush.
+        func syncAdopted(flushingDrive: Bool) throws {
+            try FileSystem.sync([], directoryFD: directoryFD, directoryPath: directory.path, flushingDrive: flushingDrive)
         }
 
         /// Makes every stored envelope and the folder durable.

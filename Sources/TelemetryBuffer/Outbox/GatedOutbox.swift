@@ -29,7 +29,7 @@ final class GatedOutbox: Outbox, Sendable {
         }
     }
 
-    func syncAdopted() throws { try next.syncAdopted() }
+    func syncAdopted(flushingDrive: Bool) throws { try next.syncAdopted(flushingDrive: flushingDrive) }
 
     func syncStored() throws { try next.syncStored() }
 }

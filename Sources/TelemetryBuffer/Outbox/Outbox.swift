@@ -9,8 +9,9 @@ protocol Outbox: Sendable {
     func adopt(_ paths: [String]) throws
 
     /// Makes the outbox's record of what `adopt` took durable (its folder entries), once the files
-    /// themselves were synced.
-    func syncAdopted() throws
+    /// themselves were synced; without `flushingDrive`, only hands it to the drive (Apple platforms; see
+    /// `FileDescriptor.handOff`), for a durable sync after it to flush.
+    func syncAdopted(flushingDrive: Bool) throws
 
     /// Makes everything the outbox holds durable.
     func syncStored() throws
@@ -55,7 +56,7 @@ struct ForwardingOutbox: Outbox {
     }
 
     /// Nothing to do: `send` returns only once the envelope is safe.
-    func syncAdopted() {}
+    func syncAdopted(flushingDrive: Bool) {}
 
     /// Nothing to do: `send` returns only once the envelope is safe.
     func syncStored() {}

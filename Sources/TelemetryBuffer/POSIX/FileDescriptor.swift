@@ -98,11 +98,16 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
     /// is the flush to stable storage (with `fsync` where the file system does not support it).
     /// Returns 0, or -1 with `errno` set.
     func durableSync() -> Int32 {
+        Self.durableSyncs.withLock { $0 += 1 }
         #if canImport(Darwin)
         if fcntl(rawValue, F_FULLFSYNC) == 0 { return 0 }
         #endif
         return fsync(rawValue)
     }
+
+    /// How many times this process called `durableSync`: each flushes the drive's whole cache on Apple
+    /// platforms, what a phone pays most for in a sync.
+    static let durableSyncs = Locked(0)
 
     /// Hands the file's data and metadata to the drive: `fsync`. That is `durableSync` except on Apple
     /// platforms, where the drive may keep them in its cache until any file's `durableSync`: its

@@ -33,8 +33,9 @@ final class RecoverySettlement: Sendable {
     func settle(outbox: any Outbox, diagnostics: Diagnostics) {
         Failpoint.recoveryUnsynced.hit()
         do {
-            try UnsyncedFiles.sync(envelopes)
-            try outbox.syncAdopted()
+            // One flush of the drive, at the buffer folder's sync (Apple platforms): the rest only hand theirs to it.
+            try UnsyncedFiles.sync(envelopes, flushingDrive: false)
+            try outbox.syncAdopted(flushingDrive: false)
             try folder.sync()
             for (list, cache) in spent { Recovery.remove(list: list, cache: cache, in: folder) }
             Recovery.removeSpentBoots(folder: folder)

@@ -10,7 +10,8 @@ import Foundation
 /// lock, never contended.
 final class UnsyncedFiles: Sendable {
     private let folder: BufferFolder
-    private let files = Locked<[(fd: FileDescriptor, path: String, bytes: Int)]>([])
+    /// Each file, with whether its link count showed it named when it was taken over (see `prepare`).
+    private let files = Locked<[(fd: FileDescriptor, path: String, bytes: Int, named: Bool)]>([])
 
     /// Files a publication holds open while it stages (more are synced and closed as it goes), and the most
     /// a buffer's publications, or recovery's, leave waiting for a later sync: each holds a descriptor open
@@ -28,15 +29,19 @@ final class UnsyncedFiles: Sendable {
     var bytes: Int { files.withLock { $0.reduce(0) { $0 + $1.bytes } } }
 
     /// Takes over `fd`, a file just created in the folder, which holds `bytes` bytes once written.
-    func append(_ fd: FileDescriptor, path: String, bytes: Int) { files.withLock { $0.append((fd, path, bytes)) } }
+    func append(_ fd: FileDescriptor, path: String, bytes: Int) {
+        let named = (try? fd.status(path: path).st_nlink).map { $0 > 0 } ?? false
+        files.withLock { $0.append((fd, path, bytes, named)) }
+    }
 
     /// Makes the files of several sets durable (not their folder), with one flush of the drive's cache for
-    /// them all, at the last file (Apple platforms; see `FileDescriptor.handOff`): a sync round takes the
-    /// envelopes of every publication since the last one. Returns how many files it synced.
+    /// them all, at the last file (Apple platforms; see `FileDescriptor.handOff`), or none without
+    /// `flushingDrive` (a durable sync after this call flushes them): a sync round takes the envelopes of
+    /// every publication since the last one. Returns how many files it synced.
     @discardableResult
-    static func sync(_ sets: [UnsyncedFiles]) throws -> Int {
+    static func sync(_ sets: [UnsyncedFiles], flushingDrive: Bool = true) throws -> Int {
         for files in sets { try files.prepare() }
-        let last = sets.lastIndex { $0.count > 0 }
+        let last = flushingDrive ? sets.lastIndex { $0.count > 0 } : nil
         var synced = 0
         for (index, files) in sets.enumerated() {
             synced += try files.sync(withFolder: false, flushingDrive: index == last, prepared: true)
@@ -47,13 +52,14 @@ final class UnsyncedFiles: Sendable {
     /// Readies the files for their syncs. Closes those deleted since they were written (sent by the
     /// uploader, evicted, or taken by a custom transport): nothing of them is left to keep, and a sync would
     /// write them to the disk, and flush the drive, for nothing; the folder syncs that follow make their
-    /// deletion durable. Then starts writing every other file to the disk, so that the syncs wait for all
-    /// of them together; throws, as a failed sync, the error of a write that failed (see
-    /// `FileDescriptor.startWriteback`).
+    /// deletion durable. (Only files whose link count said they were named when they were created: some
+    /// FUSE file systems report 0 for every file.) Then starts writing every other file to the disk, so that
+    /// the syncs wait for all of them together; throws, as a failed sync, the error of a write that failed
+    /// (see `FileDescriptor.startWriteback`).
     private func prepare() throws {
         try files.withLock { files in
             files.removeAll { file in
-                guard file.fd.isDeleted else { return false }
+                guard file.named, file.fd.isDeleted else { return false }
                 file.fd.close()
                 return true
             }
@@ -65,16 +71,19 @@ final class UnsyncedFiles: Sendable {
     }
 
     /// Makes every file not deleted meanwhile durable (see `prepare`), then the folder (unless its caller
-    /// syncs it once for several); closes the files and returns how many it synced. Without `flushingDrive`, the files are only handed to the drive: a file synced durably after them
-    /// flushes them too. All under the lock: an append meanwhile waits, and is synced by the next call.
+    /// syncs it once for several); closes the files and returns how many it synced. The drive is flushed
+    /// once, at the folder's sync or else the last file's; without `flushingDrive`, the files are only handed
+    /// to the drive, for a durable sync after them to flush. All under the lock: an append meanwhile waits,
+    /// and is synced by the next call.
     @discardableResult
     func sync(withFolder: Bool = true, flushingDrive: Bool = true, prepared: Bool = false) throws -> Int {
         if !prepared { try prepare() }
         return try files.withLock { files in
             for (index, file) in files.enumerated() {
-                // One flush of the drive's cache for them all (Apple platforms; `fsync` alone flushes elsewhere):
-                // a list of spans makes an envelope per trace.
-                let synced = flushingDrive && index == files.count - 1 ? file.fd.durableSync() : file.fd.handOff()
+                // One flush of the drive's cache for them all (Apple platforms; `fsync` alone flushes elsewhere),
+                // at the folder's sync if there is one: a list of spans makes an envelope per trace.
+                let flushes = flushingDrive && !withFolder && index == files.count - 1
+                let synced = flushes ? file.fd.durableSync() : file.fd.handOff()
                 guard synced == 0 else { throw FileSystem.error("fsync", file.path) }
             }
             if withFolder { try folder.sync() }

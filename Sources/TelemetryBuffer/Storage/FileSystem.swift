@@ -184,8 +184,9 @@ enum FileSystem {
     }
 
     /// `fsync`s the named files of the directory (a missing one is skipped: it was sent or removed),
-    /// then the directory.
-    static func sync(_ names: [String], directoryFD: FileDescriptor, directoryPath: String) throws {
+    /// then the directory, which with `flushingDrive` flushes the drive for them all (Apple platforms; see
+    /// `FileDescriptor.handOff`); without it, a durable sync after this call does.
+    static func sync(_ names: [String], directoryFD: FileDescriptor, directoryPath: String, flushingDrive: Bool = true) throws {
         for name in names {
             let fd: FileDescriptor
             do {
@@ -196,9 +197,9 @@ enum FileSystem {
                 continue
             }
             defer { fd.close() }
-            guard fd.durableSync() == 0 else { throw error("fsync", directoryPath + "/" + name) }
+            guard fd.handOff() == 0 else { throw error("fsync", directoryPath + "/" + name) }
         }
-        guard directoryFD.durableSync() == 0 else { throw error("fsync", directoryPath) }
+        guard (flushingDrive ? directoryFD.durableSync() : directoryFD.handOff()) == 0 else { throw error("fsync", directoryPath) }
     }
 
     /// The entries of the open directory `directoryFD` (at `path`, for errors), sorted, without `.` and

@@ -73,7 +73,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         var lastSync: DispatchTime?
         /// Syncs of publications so far (a battery pays for each).
         var rounds = 0
-        /// Envelope files those syncs made durable (each written to the disk, and on Linux a drive flush).
+        /// Envelope files those syncs synced (each written to the disk, and on Linux a drive flush).
         var syncedFiles = 0
     }
     private let unsynced: Locked<Unsynced>
@@ -334,9 +334,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         Failpoint.publishUnsynced.hit()
         do {
             try Failpoint.syncFails.failIfArmed("fsync", folder.path)
-            let synced = try UnsyncedFiles.sync(envelopes)
+            // One flush of the drive, at the last sync (Apple platforms, where a phone pays most for it): the
+            // envelopes and their folder are only handed to the drive before it.
+            let synced = try UnsyncedFiles.sync(envelopes, flushingDrive: false)
             unsynced.withLock { $0.syncedFiles += synced }
-            try outbox.syncAdopted()
+            try outbox.syncAdopted(flushingDrive: false)
             try folder.sync()  // the staged envelopes gone and the IO caches' new names (`awaiting-sync-x`)
             for copy in copies {
                 guard case .awaitingSync(let number) = BufferFile(name: copy) else { continue }

@@ -195,6 +195,27 @@ final class WakeUpTests: XCTestCase {
         eager.close()
     }
 
+    /// A sync round flushes the drive once, at its last sync (`F_FULLFSYNC` on Apple platforms, which
+    /// flushes the drive's whole cache and is what a phone pays most for): every envelope and the
+    /// envelope folder are only handed to the drive before it.
+    func testASyncRoundFlushesTheDriveOnce() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
+        for index in 1...3 {
+            XCTAssertTrue(buffer.add(log: .test("\(index)")))
+            buffer.flush()
+        }
+        list.drainQueuedSyncs()
+        let flushes = FileDescriptor.durableSyncs.withLock { $0 }
+        list.awaitDurable()
+        XCTAssertEqual(list.publicationSyncs, 2, "one round for the three publications")
+        XCTAssertEqual(list.syncedEnvelopeFiles, 4)
+        XCTAssertEqual(FileDescriptor.durableSyncs.withLock { $0 } - flushes, 1, "three envelopes, two folders, one flush")
+        buffer.close()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2", "3"])
+    }
+
     /// `didEnterBackground()` makes what it forwards durable at once: the app may stay suspended longer than
     /// the interval, and a publication waiting for its round is exposed to power loss until then.
     func testGoingToTheBackgroundSyncsWhatItForwards() throws {

@@ -638,25 +638,31 @@ final class UploadTests: XCTestCase {
         let buffer = try buffer(server) { $0.ioSyncInterval = 10 }
         defer { buffer.close() }
         let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer")
+        // Gone from the folder, not only from the transport's count (which drops it just before the unlink).
+        let sent = { (try? FileManager.default.contentsOfDirectory(atPath: buffer.envelopesDirectory.path))?.isEmpty == true }
+        // A failed round removes `boot` (and keeps its copies).
+        let boot = buffer.envelopesDirectory.deletingLastPathComponent().appendingPathComponent("telemetry-buffer/boot").path
         // The first publication's round runs at once, before or after its upload.
         buffer.add(log: .test("first"))
         buffer.flush()
-        eventually { server.requests.withLock { $0.count } == 1 && stored(buffer) == 0 }
+        eventually { server.requests.withLock { $0.count } == 1 && sent() }
         list.drainQueuedSyncs()
         let (rounds, files) = (list.publicationSyncs, list.syncedEnvelopeFiles)
 
         // The next one's round waits for the end of the interval; its envelope is sent before it.
         buffer.add(log: .test("sent"))
         buffer.flush()
-        eventually { server.requests.withLock { $0.count } == 2 && stored(buffer) == 0 }
+        eventually { server.requests.withLock { $0.count } == 2 && sent() }
         list.awaitDurable()
         XCTAssertEqual(list.publicationSyncs, rounds + 1, "the round ran")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: boot), "and succeeded")
         XCTAssertEqual(list.syncedEnvelopeFiles, files, "and did not sync the envelope sent before it")
 
         // The server holds the third envelope's answer: it is still stored when its round runs.
         buffer.add(log: .test("held"))
         buffer.flush()
         eventually { server.requests.withLock { $0.count } == 3 }
+        XCTAssertFalse(sent())
         list.awaitDurable()
         XCTAssertEqual(list.publicationSyncs, rounds + 2)
         XCTAssertEqual(list.syncedEnvelopeFiles, files + 1, "the envelope still stored was synced")
