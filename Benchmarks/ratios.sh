@@ -77,7 +77,7 @@ for _ in $(seq 50); do [ -s "$port_file" ] && break; sleep 0.1; done
 if [ -s "$port_file" ]; then
     export LOAD_DSN="http://key@127.0.0.1:$(cat "$port_file")/1"
     if [ "$one" != "?" ]; then one=$(syncs_of 0); fi
-    for rate in 20 200; do battery "$rate" | sed 's/^/online: /'; done
+    for rate in 2 20 200; do battery "$rate" | sed 's/^/online: /'; done
     unset LOAD_DSN
 else
     echo "online: sink.py did not start"

@@ -40,13 +40,14 @@ extension TelemetryBuffer {
         /// 4 KiB...1 MiB. A single item larger than this is rejected.
         public var maxBatchBytes = 1 << 20
         /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed while new items arrive,
-        /// and how often published envelopes are synced at most (a phone pays for each sync): the window of items
-        /// a power loss can take, five times as long in Low Power Mode. A batch whose forward comes first (a
-        /// ``Options/flushInterval`` not well above this, as by default) is not copied while forwards succeed:
-        /// its envelopes' sync makes it durable, within this of the previous one. (A SIGKILL takes none: the
+        /// and how long published envelopes wait for their sync, taken together (a phone pays for each; one sent
+        /// meanwhile needs none): the window of items a power loss can take, five times as long in Low Power
+        /// Mode. A batch whose forward comes first (a ``Options/flushInterval`` not well above this, as by
+        /// default) is not copied while forwards succeed: its envelopes' sync makes it durable, within this of
+        /// its publication. (A SIGKILL takes none: the
         /// mapped lists hold them; with ``TelemetryBuffer/listsInMemory``, the copy is written at least every
         /// 100 ms, the window a SIGKILL can take.) In [0.001, 10] seconds; default 5 (at a steady 20 logs a
-        /// second, about a third of the wake-ups and two fifths of the syncs of 1 s). Lower it where power loss
+        /// second, under a third of the wake-ups and a quarter of the syncs of 1 s). Lower it where power loss
         /// is likely.
         public var ioSyncInterval: TimeInterval = 5
         /// Envelopes kept on disk; storing one more evicts the least important: the lowest highest log

@@ -21,9 +21,9 @@ import Foundation
 ///   and the envelopes move into `envelopes/`. The forward returns there: the envelopes are safe from the
 ///   death of the process. A sync queue then `fsync`s them (their writes started together first, see
 ///   `UnsyncedFiles`) and both folders, and empties `awaiting-sync-x`, which kept what the IO cache had
-///   copied of their items durable against power loss until then, into a spare: at once, or, within
-///   `ioSyncInterval` of the last sync, at the end of that interval, taking every publication since
-///   (sooner when retired caches, envelope bytes, publications or envelopes pass `maxUnsynced`'s bounds).
+///   copied of their items durable against power loss until then, into a spare: `ioSyncInterval` after
+///   the publication, taking every publication since, and leaving out envelopes already sent (sooner when
+///   retired caches, envelope bytes, publications or envelopes pass `maxUnsynced`'s bounds).
 ///   The other list keeps taking items meanwhile; if it fills first, new items are dropped and counted
 ///   (`buffer_overflow`), the caller never waits.
 ///
@@ -69,8 +69,6 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         var scheduled: UInt64?
         /// The number the last scheduled sync took.
         var lastScheduled: UInt64 = 0
-        /// When the last sync began (monotonic).
-        var lastSync: DispatchTime?
         /// Syncs of publications so far (a battery pays for each).
         var rounds = 0
         /// Envelope files those syncs synced (each written to the disk, and on Linux a drive flush).
@@ -291,9 +289,10 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             batchStarted()
         }
         guard !published.isEmpty else { return failure }
-        // At most one sync per sync period (`ioSyncInterval`, 5× in Low Power Mode; a phone pays for each): a
-        // publication right after another waits for the next, which takes both (their copies keep what they
-        // hold durable meanwhile; the rest is exposed to power loss until then, as `Options.ioSyncInterval` says).
+        // A publication's sync comes a sync period (`ioSyncInterval`, 5× in Low Power Mode) after it, and takes
+        // every publication since: a phone pays for each round, and an envelope sent meanwhile needs no sync
+        // (their copies keep what they hold durable meanwhile; the rest is exposed to power loss until then,
+        // as `Options.ioSyncInterval` says).
         let (backlog, round) = unsynced.withLock { unsynced -> (Backlog, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.compactMap(\.copy)
@@ -304,7 +303,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
             unsynced.lastScheduled &+= 1
             unsynced.scheduled = unsynced.lastScheduled
             let period = DispatchTimeInterval.microseconds(Int((syncPeriod * 1_000_000).rounded()))
-            return (backlog, (unsynced.lastScheduled, unsynced.lastSync.map { $0 + period } ?? .now()))
+            return (backlog, (unsynced.lastScheduled, .now() + period))
         }
         if backlog.exceeds(2) {
             syncs.sync { syncPublished() }
@@ -328,7 +327,6 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         }
         guard !envelopes.isEmpty || !copies.isEmpty else { return }
         unsynced.withLock { unsynced in
-            unsynced.lastSync = .now()
             unsynced.rounds += 1
         }
         Failpoint.publishUnsynced.hit()

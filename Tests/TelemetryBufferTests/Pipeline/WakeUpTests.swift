@@ -96,8 +96,8 @@ final class WakeUpTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory).sorted(), ["a", "a2", "b"])
     }
 
-    /// A DoubleRotatingBuffer with a 10 s sync interval whose first publication ("0") is synced: at once.
-    private func bufferWithItsFirstPublicationSynced(in folder: TemporaryDirectory) throws -> (TelemetryBuffer, DoubleRotatingBuffer) {
+    /// A DoubleRotatingBuffer with a 10 s sync interval whose first publication ("0") waits for its round.
+    private func bufferWithAWaitingPublication(in folder: TemporaryDirectory) throws -> (TelemetryBuffer, DoubleRotatingBuffer) {
         let buffer = try TelemetryBuffer(options: testOptions(folder) {
             $0.strategy = .doubleRotatingBuffer
             $0.ioSyncInterval = 10
@@ -106,26 +106,38 @@ final class WakeUpTests: XCTestCase {
         XCTAssertTrue(buffer.add(log: .test("0")))
         buffer.flush()
         list.drainQueuedSyncs()
-        XCTAssertEqual(list.publicationSyncs, 1, "the first at once")
+        XCTAssertEqual(list.publicationSyncs, 0, "the first waits for the end of the interval too")
         return (buffer, list)
     }
 
-    /// Publications that follow each other within `ioSyncInterval` are synced together (each sync costs a
-    /// phone a wake-up and the drive a flush): the first at once, the next ones at the end of the
-    /// interval, or when `close()` (or a durable flush) asks.
+    /// A publication waits up to `ioSyncInterval` for its sync round, which takes every publication since
+    /// (each round costs a phone a wake-up and a drive flush, and an envelope sent meanwhile is not synced
+    /// at all): the round runs at the end of the interval, or when `close()` (or a durable flush) asks.
     func testPublicationsWithinAnIntervalAreSyncedTogether() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
+        let (buffer, list) = try bufferWithAWaitingPublication(in: folder)
         for index in 1..<3 {
             XCTAssertTrue(buffer.add(log: .test("\(index)")))
             buffer.flush()
         }
         list.drainQueuedSyncs()
-        XCTAssertEqual(list.publicationSyncs, 1, "the second and third wait for the end of the interval")
+        XCTAssertEqual(list.publicationSyncs, 0, "the three wait for the end of the interval")
         buffer.close()
-        XCTAssertEqual(list.publicationSyncs, 2, "close() synced them together")
+        XCTAssertEqual(list.publicationSyncs, 1, "close() synced them together")
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2"])
+
+        let shortly = try TemporaryDirectory()
+        defer { shortly.remove() }
+        let timed = try TelemetryBuffer(options: testOptions(shortly) {
+            $0.strategy = .doubleRotatingBuffer
+            $0.ioSyncInterval = 0.05
+        })
+        let itsList = try XCTUnwrap(timed.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
+        XCTAssertTrue(timed.add(log: .test("a")))
+        timed.flush()
+        eventually { itsList.publicationSyncs == 1 }  // at the end of the interval, by itself
+        timed.close()
     }
 
     /// Makes `publications` publications of `logs` logs each (padded with `padding` bytes), each through
@@ -153,20 +165,20 @@ final class WakeUpTests: XCTestCase {
     func testCopiesBytesOrManyPublicationsCutTheIntervalShort() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
+        let (buffer, list) = try bufferWithAWaitingPublication(in: folder)
         // Lists in memory (btrfs, overlayfs) are copied whole at each publication.
         if list.listsInMemory {
             buffer.close()
             throw XCTSkip("the lists are in memory on this file system")
         }
-        XCTAssertEqual(roundsAfter(1...6, of: buffer, list), 1, "six publications without copies wait for the end of the interval")
+        XCTAssertEqual(roundsAfter(1...6, of: buffer, list), 0, "seven publications without copies wait for the end of the interval")
         buffer.close()
-        XCTAssertEqual(list.publicationSyncs, 2, "close() synced them together")
+        XCTAssertEqual(list.publicationSyncs, 1, "close() synced them together")
 
         let copied = try TemporaryDirectory()
         defer { copied.remove() }
-        let (again, copying) = try bufferWithItsFirstPublicationSynced(in: copied)
-        XCTAssertEqual(roundsAfter(1...5, of: again, copying, copied: true), 2, "the fifth retired copy had its round start at once")
+        let (again, copying) = try bufferWithAWaitingPublication(in: copied)
+        XCTAssertEqual(roundsAfter(1...5, of: again, copying, copied: true), 1, "the fifth retired copy had its round start at once")
         again.close()
         XCTAssertEqual(try logBodies(in: again.envelopesDirectory).sorted(), ["0", "1", "2", "3", "4", "5"])
 
@@ -182,16 +194,16 @@ final class WakeUpTests: XCTestCase {
         XCTAssertTrue(filled.add(log: .test("0")))
         filled.flush()
         lists.drainQueuedSyncs()
-        XCTAssertEqual(lists.publicationSyncs, 1, "the first at once")
-        XCTAssertEqual(roundsAfter(1...6, of: filled, lists, logs: 4, padding: 600), 2,
+        XCTAssertEqual(lists.publicationSyncs, 0, "the first waits")
+        XCTAssertEqual(roundsAfter(1...6, of: filled, lists, logs: 4, padding: 600), 1,
                        "more than four lists' worth of envelopes had their round start at once")
         filled.close()
 
         // An app that flushes after every add: a publication each.
         let flushing = try TemporaryDirectory()
         defer { flushing.remove() }
-        let (eager, publications) = try bufferWithItsFirstPublicationSynced(in: flushing)
-        XCTAssertEqual(roundsAfter(1...17, of: eager, publications), 2, "the 17th publication had its round start at once")
+        let (eager, publications) = try bufferWithAWaitingPublication(in: flushing)
+        XCTAssertEqual(roundsAfter(1...16, of: eager, publications), 1, "the 17th publication (\"0\" and 16 more) had its round start at once")
         eager.close()
     }
 
@@ -201,7 +213,7 @@ final class WakeUpTests: XCTestCase {
     func testASyncRoundFlushesTheDriveOnce() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
+        let (buffer, list) = try bufferWithAWaitingPublication(in: folder)
         for index in 1...3 {
             XCTAssertTrue(buffer.add(log: .test("\(index)")))
             buffer.flush()
@@ -209,9 +221,9 @@ final class WakeUpTests: XCTestCase {
         list.drainQueuedSyncs()
         let flushes = FileDescriptor.durableSyncs.withLock { $0 }
         list.awaitDurable()
-        XCTAssertEqual(list.publicationSyncs, 2, "one round for the three publications")
+        XCTAssertEqual(list.publicationSyncs, 1, "one round for the four publications")
         XCTAssertEqual(list.syncedEnvelopeFiles, 4)
-        XCTAssertEqual(FileDescriptor.durableSyncs.withLock { $0 } - flushes, 1, "three envelopes, two folders, one flush")
+        XCTAssertEqual(FileDescriptor.durableSyncs.withLock { $0 } - flushes, 1, "four envelopes, two folders, one flush")
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1", "2", "3"])
     }
@@ -221,12 +233,12 @@ final class WakeUpTests: XCTestCase {
     func testGoingToTheBackgroundSyncsWhatItForwards() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
+        let (buffer, list) = try bufferWithAWaitingPublication(in: folder)
         XCTAssertTrue(buffer.add(log: .test("1")))
         buffer.didEnterBackground()
         buffer.flush()  // after the background queue's forward
         list.drainQueuedSyncs()
-        XCTAssertEqual(list.publicationSyncs, 2, "synced at once, not at the end of the interval")
+        XCTAssertEqual(list.publicationSyncs, 1, "synced at once, not at the end of the interval")
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["0", "1"])
     }
@@ -237,7 +249,7 @@ final class WakeUpTests: XCTestCase {
     func testManyWaitingEnvelopesAreSyncedAtOnce() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let (buffer, list) = try bufferWithItsFirstPublicationSynced(in: folder)
+        let (buffer, list) = try bufferWithAWaitingPublication(in: folder)
         let half = UnsyncedFiles.maxWaiting / 2 + 1
         for publication in 0..<2 {
             for trace in 1...half {
@@ -245,7 +257,7 @@ final class WakeUpTests: XCTestCase {
             }
             buffer.flush()
             list.drainQueuedSyncs()
-            XCTAssertEqual(list.publicationSyncs, 1 + publication,
+            XCTAssertEqual(list.publicationSyncs, publication,
                            "\(half * (publication + 1)) envelopes waiting: \(publication == 0 ? "they wait" : "synced at once")")
         }
         buffer.close()
