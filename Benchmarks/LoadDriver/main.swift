@@ -47,7 +47,7 @@ func makeBuffer(_ strategy: Options.Strategy, name: String = "") -> TelemetryBuf
     options.upload = server != nil
     options.maxCachedEnvelopes = 1_000_000
     options.maxCacheBytes = 1 << 40
-    // IO_SYNC_MS: another `ioSyncInterval` (the power-loss window), to see what it costs a battery.
+    // IO_SYNC_MS: another `ioSyncInterval` (with `flushInterval`, the power-loss window), to see what it costs a battery.
     if let milliseconds = ProcessInfo.processInfo.environment["IO_SYNC_MS"].flatMap(Double.init) {
         options.ioSyncInterval = milliseconds / 1000
     }

@@ -41,14 +41,14 @@ extension TelemetryBuffer {
         public var maxBatchBytes = 1 << 20
         /// How often the DoubleRotatingBuffer's background copy is written and `fdatasync`ed while new items arrive,
         /// and how long published envelopes wait for their sync, taken together (a phone pays for each; one sent
-        /// meanwhile needs none): the window of items a power loss can take, five times as long in Low Power
-        /// Mode. A batch whose forward comes first (a ``Options/flushInterval`` not well above this, as by
-        /// default) is not copied while forwards succeed: its envelopes' sync makes it durable, within this of
-        /// its publication. (A SIGKILL takes none: the
-        /// mapped lists hold them; with ``TelemetryBuffer/listsInMemory``, the copy is written at least every
-        /// 100 ms, the window a SIGKILL can take.) In [0.001, 10] seconds; default 5 (at a steady 20 logs a
-        /// second, under a third of the wake-ups and a quarter of the syncs of 1 s). Lower it where power loss
-        /// is likely.
+        /// meanwhile needs none); five times as long in Low Power Mode. With ``Options/flushInterval``, the
+        /// window of items a power loss can take (10 s by default, 30 s in Low Power Mode). A batch whose
+        /// forward comes first (a ``Options/flushInterval`` not well above this, as by default) is not copied
+        /// while forwards succeed: its envelopes' sync makes it durable, within this of its publication. (A
+        /// SIGKILL takes none: the mapped lists hold them; with ``TelemetryBuffer/listsInMemory``, the copy is
+        /// written at least every 100 ms, the window a SIGKILL can take.) In [0.001, 10] seconds; default 5 (at
+        /// a steady 20 logs a second, under a third of the wake-ups and a quarter of the syncs of 1 s). Lower it
+        /// where power loss is likely.
         public var ioSyncInterval: TimeInterval = 5
         /// Envelopes kept on disk; storing one more evicts the least important: the lowest highest log
         /// level (a span envelope counts as `info`), the oldest of those (`cache_overflow`). The envelope

@@ -174,8 +174,8 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         ioTimer.setUnlessArmed(at: .now() + .microseconds(Int((copyPeriod * 1_000_000).rounded())), leeway: copyPeriod / 10)
     }
 
-    /// Seconds between two syncs of the IO caches, and between two of publications: `ioSyncInterval`, five
-    /// times that in Low Power Mode.
+    /// Seconds between two syncs of the IO caches, and from a publication to its sync round: `ioSyncInterval`,
+    /// five times that in Low Power Mode.
     private var syncPeriod: Double { ioSyncInterval * (LowPowerMode.isEnabled ? 5 : 1) }
 
     /// Whether a batch's first copy comes before its forward, whatever the timers' leeway (the copy a tenth of
