@@ -49,20 +49,30 @@ final class UnsyncedFiles: Sendable {
         return synced
     }
 
-    /// Readies the files for their syncs. Closes those deleted since they were written (sent by the
-    /// uploader, evicted, or taken by a custom transport): nothing of them is left to keep, and a sync would
-    /// write them to the disk, and flush the drive, for nothing; the folder syncs that follow make their
-    /// deletion durable. (Only files whose link count said they were named when they were created: some
-    /// FUSE file systems report 0 for every file.) Then starts writing every other file to the disk, so that
-    /// the syncs wait for all of them together; throws, as a failed sync, the error of a write that failed
-    /// (see `FileDescriptor.startWriteback`).
+    /// Closes the files deleted since they were written (sent by the uploader, evicted, or taken by a custom
+    /// transport): nothing of them is left to keep, and their dirty pages go with the last descriptor
+    /// instead of staying in memory, and reaching the disk if anything syncs it, until their round; a sync
+    /// would write them, and flush the drive, for nothing. The round's folder syncs make their deletion
+    /// durable. (Only files whose link count said they were named when they were created: some FUSE file
+    /// systems report 0 for every file.)
+    func closeDeleted() {
+        files.withLock { Self.closeDeleted(in: &$0) }
+    }
+
+    private static func closeDeleted(in files: inout [(fd: FileDescriptor, path: String, bytes: Int, named: Bool)]) {
+        files.removeAll { file in
+            guard file.named, file.fd.isDeleted else { return false }
+            file.fd.close()
+            return true
+        }
+    }
+
+    /// Readies the files for their syncs: closes the deleted ones (`closeDeleted`), then starts writing every
+    /// other file to the disk, so that the syncs wait for all of them together; throws, as a failed sync, the
+    /// error of a write that failed (see `FileDescriptor.startWriteback`).
     private func prepare() throws {
         try files.withLock { files in
-            files.removeAll { file in
-                guard file.named, file.fd.isDeleted else { return false }
-                file.fd.close()
-                return true
-            }
+            Self.closeDeleted(in: &files)
             for file in files {
                 let code = Failpoint.writebackFails.isArmed ? EIO : file.fd.startWriteback()
                 guard code == 0 else { throw Errno(rawValue: code).fileSystem("sync_file_range", file.path) }

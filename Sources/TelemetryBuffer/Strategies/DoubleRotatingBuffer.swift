@@ -292,7 +292,9 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         // A publication's sync comes a sync period (`ioSyncInterval`, 5× in Low Power Mode) after it, and takes
         // every publication since: a phone pays for each round, and an envelope sent meanwhile needs no sync
         // (their copies keep what they hold durable meanwhile; the rest is exposed to power loss until then,
-        // as `Options.ioSyncInterval` says).
+        // as `Options.ioSyncInterval` says). Envelopes sent since the last publication are closed now, and count
+        // toward no bound.
+        for files in unsynced.withLock({ $0.envelopes }) { files.closeDeleted() }
         let (backlog, round) = unsynced.withLock { unsynced -> (Backlog, (number: UInt64, at: DispatchTime)?) in
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.compactMap(\.copy)

@@ -97,10 +97,12 @@ final class WakeUpTests: XCTestCase {
     }
 
     /// A DoubleRotatingBuffer with a 10 s sync interval whose first publication ("0") waits for its round.
-    private func bufferWithAWaitingPublication(in folder: TemporaryDirectory) throws -> (TelemetryBuffer, DoubleRotatingBuffer) {
+    private func bufferWithAWaitingPublication(in folder: TemporaryDirectory, _ configure: (inout Options) -> Void = { _ in })
+        throws -> (TelemetryBuffer, DoubleRotatingBuffer) {
         let buffer = try TelemetryBuffer(options: testOptions(folder) {
             $0.strategy = .doubleRotatingBuffer
             $0.ioSyncInterval = 10
+            configure(&$0)
         })
         let list = try XCTUnwrap(buffer.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
         XCTAssertTrue(buffer.add(log: .test("0")))
@@ -249,7 +251,8 @@ final class WakeUpTests: XCTestCase {
     func testManyWaitingEnvelopesAreSyncedAtOnce() throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let (buffer, list) = try bufferWithAWaitingPublication(in: folder)
+        // All kept: an envelope evicted meanwhile is closed, and holds no descriptor.
+        let (buffer, list) = try bufferWithAWaitingPublication(in: folder) { $0.maxCachedEnvelopes = 1000 }
         let half = UnsyncedFiles.maxWaiting / 2 + 1
         for publication in 0..<2 {
             for trace in 1...half {

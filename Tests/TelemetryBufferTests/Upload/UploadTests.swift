@@ -665,6 +665,37 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(bodies, ["sent", "held"])
     }
 
+    /// A sent envelope's file is closed at the next publication, not held open until its round: its pages
+    /// (dirty, never synced) then go at once, rather than staying in memory for the interval and reaching the
+    /// disk if anything syncs the file system meanwhile.
+    func testASentEnvelopeIsNotHeldOpenUntilItsRound() throws {
+        #if os(Linux)
+        // The server holds its answer to the second envelope: it stays stored, its file named.
+        let gate = DispatchSemaphore(value: 0)
+        let server = try server(TestServer.sequence([.respond(200), .respondWhenOpened(gate)]))
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.ioSyncInterval = 10 }
+        defer { buffer.close() }
+        /// Descriptors of this process open on deleted files of the envelope folder.
+        let heldDeleted = {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).filter { fd in
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + fd)) ?? ""
+                return target.hasPrefix(buffer.envelopesDirectory.path) && target.hasSuffix(" (deleted)")
+            }.count
+        }
+        buffer.add(log: .test("sent"))
+        buffer.flush()
+        eventually { server.requests.withLock { $0.count } == 1 && stored(buffer) == 0 }
+        eventually { heldDeleted() == 1 }  // sent and deleted; its round is 10 s away
+        buffer.add(log: .test("next"))
+        buffer.flush()
+        XCTAssertEqual(heldDeleted(), 0, "the next publication closed it")
+        gate.signal()
+        #else
+        throw XCTSkip("reads /proc/self/fd")
+        #endif
+    }
+
     /// The uploading process dies (SIGKILL) while the server holds its request; a new process sends the
     /// envelope again: at most one extra send, nothing lost.
     func testAnUploadKilledMidRequestIsResentAtMostOnce() throws {
