@@ -292,10 +292,11 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
         // A publication's sync comes a sync period (`ioSyncInterval`, 5× in Low Power Mode) after it, and takes
         // every publication since: a phone pays for each round, and an envelope sent meanwhile needs no sync
         // (their copies keep what they hold durable meanwhile; the rest is exposed to power loss until then,
-        // as `Options.ioSyncInterval` says). Envelopes sent since the last publication are closed now, and count
-        // toward no bound.
-        for files in unsynced.withLock({ $0.envelopes }) { files.closeDeleted() }
+        // as `Options.ioSyncInterval` says). Envelopes deleted since the last publication (sent, evicted) are
+        // closed now, and count toward no bound: under this lock, where no round has taken their sets (whose
+        // locks a round holds through its `fsync`s).
         let (backlog, round) = unsynced.withLock { unsynced -> (Backlog, (number: UInt64, at: DispatchTime)?) in
+            for files in unsynced.envelopes { files.closeDeleted() }
             unsynced.envelopes += published.map(\.envelopes)
             unsynced.copies += published.compactMap(\.copy)
             let backlog = Backlog(copies: unsynced.copies.count, bytes: unsynced.envelopes.reduce(0) { $0 + $1.bytes },

@@ -248,21 +248,25 @@ final class WakeUpTests: XCTestCase {
     /// Each waiting envelope keeps a descriptor open: publications that leave more than
     /// `UnsyncedFiles.maxWaiting` of them waiting together (spans of many traces, an envelope each) are
     /// synced at once, whatever the interval (macOS gives a process 256 descriptors by default).
+    /// An envelope evicted (or sent) since its publication is closed at the next one: it holds no descriptor,
+    /// and counts toward no bound.
     func testManyWaitingEnvelopesAreSyncedAtOnce() throws {
-        let folder = try TemporaryDirectory()
-        defer { folder.remove() }
-        // All kept: an envelope evicted meanwhile is closed, and holds no descriptor.
-        let (buffer, list) = try bufferWithAWaitingPublication(in: folder) { $0.maxCachedEnvelopes = 1000 }
-        let half = UnsyncedFiles.maxWaiting / 2 + 1
-        for publication in 0..<2 {
-            for trace in 1...half {
-                XCTAssertTrue(buffer.add(span: .test("s\(trace)", trace: TraceID(high: 7 + UInt64(publication), low: UInt64(trace)))))
+        for kept in [1000, 30] {
+            let folder = try TemporaryDirectory()
+            defer { folder.remove() }
+            let (buffer, list) = try bufferWithAWaitingPublication(in: folder) { $0.maxCachedEnvelopes = kept }
+            let half = UnsyncedFiles.maxWaiting / 2 + 1
+            for publication in 0..<2 {
+                for trace in 1...half {
+                    XCTAssertTrue(buffer.add(span: .test("s\(trace)", trace: TraceID(high: 7 + UInt64(publication), low: UInt64(trace)))))
+                }
+                buffer.flush()
+                list.drainQueuedSyncs()
+                // With 30 kept, the second publication's eviction deleted the first's 34: 33 wait.
+                let synced = kept == 1000 ? publication : 0
+                XCTAssertEqual(list.publicationSyncs, synced, "\(kept) kept, after \(half * (publication + 1)) envelopes")
             }
-            buffer.flush()
-            list.drainQueuedSyncs()
-            XCTAssertEqual(list.publicationSyncs, publication,
-                           "\(half * (publication + 1)) envelopes waiting: \(publication == 0 ? "they wait" : "synced at once")")
+            buffer.close()
         }
-        buffer.close()
     }
 }
