@@ -438,7 +438,7 @@ final class DoubleRotatingBuffer: BufferStrategy, @unchecked Sendable {
     /// How many times publications were synced.
     var publicationSyncs: Int { unsynced.withLock { $0.rounds } }
 
-    /// How many envelope files those syncs made durable.
+    /// How many envelope files those syncs synced (not those deleted before their round).
     var syncedEnvelopeFiles: Int { unsynced.withLock { $0.syncedFiles } }
 
     /// Returns once the syncs queued so far have run (not those that wait for their moment).
