@@ -187,16 +187,7 @@ final class WakeUpTests: XCTestCase {
         // Lists of 4 KiB: six publications of about 3.5 KiB each are more than four lists' worth.
         let small = try TemporaryDirectory()
         defer { small.remove() }
-        let filled = try TelemetryBuffer(options: testOptions(small) {
-            $0.strategy = .doubleRotatingBuffer
-            $0.ioSyncInterval = 10
-            $0.maxBatchBytes = 4096
-        })
-        let lists = try XCTUnwrap(filled.doubleRotatingBuffer, "a DoubleRotatingBuffer with mapped lists")
-        XCTAssertTrue(filled.add(log: .test("0")))
-        filled.flush()
-        lists.drainQueuedSyncs()
-        XCTAssertEqual(lists.publicationSyncs, 0, "the first waits")
+        let (filled, lists) = try bufferWithAWaitingPublication(in: small) { $0.maxBatchBytes = 4096 }
         XCTAssertEqual(roundsAfter(1...6, of: filled, lists, logs: 4, padding: 600), 1,
                        "more than four lists' worth of envelopes had their round start at once")
         filled.close()
