@@ -29,15 +29,19 @@ struct EnvelopeBatcher: Sendable {
             var payloads: [UnsafeRawBufferPointer] = []
         }
         var groups: [Group] = []
-        var open: [ItemCategory: Int] = [:], traced: [TraceID: Int] = [:]
+        var traced: [TraceID: Int] = [:]
         var lastTraced: (prefix: UnsafeRawBufferPointer, group: Int)?
-        // Looked up once, not per record.
-        let groupings = Dictionary(uniqueKeysWithValues: SignalDescription.all.map { ($0.category, $0.grouping) })
+        // By category byte (1...`BatchTally.maxSignals`): a slot per signal, where a dictionary hashed the
+        // category three times per record. The groupings are looked up once, not per record.
+        var groupings = [SignalDescription.Grouping?](repeating: nil, count: BatchTally.maxSignals + 1)
+        for signal in SignalDescription.all { groupings[Int(signal.category.rawValue)] = signal.grouping }
+        var open = [Int?](repeating: nil, count: BatchTally.maxSignals + 1)
         let scan = records.forEachRecord { record in
-            switch groupings[record.category] ?? record.category.signal.grouping {
+            let slot = Int(record.category.rawValue)
+            switch groupings[slot] ?? record.category.signal.grouping {
             case .anyTraces:
-                let group = open[record.category] ?? { groups.append(Group(category: record.category)); return groups.count - 1 }()
-                open[record.category] = group
+                let group = open[slot] ?? { groups.append(Group(category: record.category)); return groups.count - 1 }()
+                open[slot] = group
                 groups[group].payloads.append(record.payload)
             case .oneTracePerEnvelope:
                 // Items of one trace tend to come in runs: the same leading bytes as the last one's mean the
