@@ -24,8 +24,10 @@ extension TelemetryBuffer {
         private struct Stored {
             var name: String
             var bytes: Int
-            /// Its eviction rank (see `rank(of:)`), read from the file when an eviction first compares it.
+            /// Its eviction rank (see `rank(of:)`), read from the file when an eviction first compares it, with
+            /// what its eviction counts as dropped.
             var rank: Int?
+            var counts: [(DataCategory, Int)]?
         }
         /// Stored envelopes, oldest first, the counter of the next name, and the envelope under upload.
         /// Guarded by the lock; writes of one transport are also serialised by it, so the list always
@@ -271,8 +273,8 @@ extension TelemetryBuffer {
 
         /// Evicts the least important envelopes until both bounds hold: the lowest rank, the oldest of those.
         private func evictOverflow() {
-            let evicted: [(name: String, why: String)] = state.withLock { state in
-                var evicted: [(name: String, why: String)] = []
+            let evicted: [(name: String, counts: [(DataCategory, Int)]?, why: String)] = state.withLock { state in
+                var evicted: [(name: String, counts: [(DataCategory, Int)]?, why: String)] = []
                 let uploading = state.uploading
                 var count = state.stored.count(where: { $0.name != uploading })
                 var bytes = state.stored.reduce(0) { $0.saturatingAdding($1.name == uploading ? 0 : $1.bytes) }
@@ -281,52 +283,61 @@ extension TelemetryBuffer {
                     let why = count > maxEnvelopes ? "more than maxCachedEnvelopes" : "more than maxCacheBytes"
                     // Read once per file; one that cannot be read now (locked, no descriptor) is tried again later.
                     for index in state.stored.indices where state.stored[index].rank == nil && state.stored[index].name != uploading {
-                        state.stored[index].rank = rank(of: state.stored[index].name)
+                        let ranked = rank(of: state.stored[index].name)
+                        (state.stored[index].rank, state.stored[index].counts) = (ranked?.rank, ranked?.counts)
                     }
                     // `min` keeps the first of equals: the oldest.
                     let victim = state.stored.indices.filter { state.stored[$0].name != uploading }
                         .min { (state.stored[$0].rank ?? 0) < (state.stored[$1].rank ?? 0) }!
                     count -= 1
                     bytes -= state.stored[victim].bytes
-                    evicted.append((state.stored.remove(at: victim).name, why))
+                    let victimFile = state.stored.remove(at: victim)
+                    evicted.append((victimFile.name, victimFile.counts, why))
                 }
                 return evicted
             }
-            for envelope in evicted { discard(envelope.name, reason: .cacheOverflow, why: envelope.why) }
+            for envelope in evicted { discard(envelope.name, counts: envelope.counts, reason: .cacheOverflow, why: envelope.why) }
         }
 
         /// How much an envelope matters when space runs out: the rank of the highest log level (`trace` 1
         /// … `fatal` 6) of its items of a signal ranked by level (`SignalDescription.ranksByLevel`: logs),
         /// `info`'s for an envelope of other items (spans), 0 for one that does not parse; `nil` (ranked 0
-        /// for now) for one that cannot be read.
-        private func rank(of name: String) -> Int? {
+        /// for now) for one that cannot be read. With it, what its eviction counts as dropped (read once).
+        private func rank(of name: String) -> (rank: Int, counts: [(DataCategory, Int)]?)? {
             guard let bytes = FileSystem.contents(of: directory.path + "/" + name, limit: FileSystem.maxEnvelopeBytes)
             else { return nil }
-            guard let envelope = try? EnvelopeReader(bytes) else { return 0 }
+            guard let envelope = try? EnvelopeReader(bytes) else { return (0, nil) }
             let levels = envelope.items.filter { SignalDescription.described(envelopeItemType: $0.type)?.ranksByLevel == true }
-                .map { Self.highestLevelRank(in: bytes[$0.payload]) }
-            return levels.max() ?? Self.levelRanks["info"]!
+                .map { item in bytes.withUnsafeBytes { Self.highestLevelRank(in: UnsafeRawBufferPointer(rebasing: $0[item.payload])) } }
+            return (levels.max() ?? Self.infoRank, envelope.discardCounts())
         }
 
-        /// `Log.Level` names by rank.
-        private static let levelRanks = ["trace": 1, "debug": 2, "info": 3, "warn": 4, "error": 5, "fatal": 6]
+        /// `Log.Level` names by rank − 1.
+        private static let levelNames = ["trace", "debug", "info", "warn", "error", "fatal"].map { Array($0.utf8) }
+        private static let infoRank = 3
+        private static let levelKey = Array(#""level":""#.utf8)
 
-        /// The highest rank of the `"level":"<name>"` fields in a log item's payload. A body or attribute
-        /// cannot hold that sequence unescaped (its quotes would be `\"`), and an attribute named `level`
-        /// is followed by `{`.
-        private static func highestLevelRank(in payload: ArraySlice<UInt8>) -> Int {
-            let key = Array(#""level":""#.utf8)
+        /// The highest rank of the `"level":"<name>"` fields in a log item's payload (`info`'s if none). A body
+        /// or attribute cannot hold that sequence unescaped (its quotes would be `\"`), and an attribute named
+        /// `level` is followed by `{`. Found by their `v` (`memchr`; a rare letter in these payloads) rather
+        /// than at every quote: an eviction reads each envelope it ranks, up to 1 MiB of them.
+        private static func highestLevelRank(in payload: UnsafeRawBufferPointer) -> Int {
+            let key = levelKey, keyV = 3
+            guard let base = payload.baseAddress else { return infoRank }
             var highest = 0
-            var index = payload.startIndex
-            while let start = payload[index...].firstIndex(of: key[0]) {
-                index = start + 1
-                guard payload[start...].starts(with: key) else { continue }
+            var next = keyV  // where the next `v` that can be a key's may be
+            while next < payload.count, let found = memchr(base + next, Int32(UInt8(ascii: "v")), payload.count - next) {
+                let start = base.distance(to: found) - keyV
+                next = start + keyV + 1
+                guard start + key.count <= payload.count,
+                      UnsafeRawBufferPointer(rebasing: payload[start..<start + key.count]).elementsEqual(key) else { continue }
                 let nameStart = start + key.count
-                guard let end = payload[nameStart...].firstIndex(of: 0x22) else { break }
-                highest = max(highest, levelRanks[String(decoding: payload[nameStart..<end], as: UTF8.self)] ?? 0)
-                index = end
+                guard let quote = memchr(base + nameStart, 0x22, payload.count - nameStart) else { break }
+                let name = UnsafeRawBufferPointer(rebasing: payload[nameStart..<base.distance(to: quote)])
+                if let index = levelNames.firstIndex(where: { $0.elementsEqual(name) }) { highest = max(highest, index + 1) }
+                next = base.distance(to: quote) + 1
             }
-            return highest == 0 ? levelRanks["info"]! : highest
+            return highest == 0 ? infoRank : highest
         }
 
         /// The size of the file at `path`; 0 if it cannot be read.
@@ -335,12 +346,13 @@ extension TelemetryBuffer {
             return lstat(path, &status) == 0 ? Int(clamping: status.st_size) : 0
         }
 
-        /// Deletes a stored envelope and counts its items as dropped for `reason`.
-        private func discard(_ name: String, reason: DiscardReason, why: String) {
+        /// Deletes a stored envelope and counts its items as dropped for `reason`: `counts`, if its ranking read
+        /// them (a stored file does not change), else what it holds.
+        private func discard(_ name: String, counts: [(DataCategory, Int)]? = nil, reason: DiscardReason, why: String) {
             // Counted before the removal, so that `stats()` never sees the file gone and the drop not yet
             // counted. One that cannot be read (or is larger than any of ours) counts what its first bytes name.
-            if let reports, let bytes = try? FileSystem.readFile(directory.path + "/" + name, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 }) {
-                let counts = (try? EnvelopeReader(bytes))?.discardCounts() ?? EnvelopeReader.salvagedCounts(bytes)
+            if let reports, let counts = counts ?? (try? FileSystem.readFile(directory.path + "/" + name, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 }))
+                .map({ bytes in (try? EnvelopeReader(bytes))?.discardCounts() ?? EnvelopeReader.salvagedCounts(bytes) }) {
                 for (category, quantity) in counts { reports.record(reason, category, quantity: quantity) }
             }
             do {

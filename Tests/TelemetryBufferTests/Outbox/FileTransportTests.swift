@@ -24,6 +24,20 @@ final class FileTransportTests: XCTestCase {
         return encoder.envelope([buffer.bytes], of: .log).envelope
     }
 
+    /// A log envelope of a log per level, bodied `<body> <index>`.
+    private func envelope(_ body: String, levels: [Log.Level]) -> Envelope {
+        let buffers = levels.enumerated().map { index, level in
+            let buffer = ByteBuffer(capacity: 256)
+            var writer = JSONWriter(appendingTo: buffer)
+            ItemEncoder(logDefaults: [:], spanDefaults: [:]).encode(
+                Log(level: level, body: "\(body) \(index)", traceID: TraceID(high: 1, low: 2),
+                    timestamp: Date(timeIntervalSince1970: 1_767_261_600)), into: &writer)
+            writer.finish()
+            return buffer
+        }
+        return encoder.envelope(buffers.map(\.bytes), of: .log).envelope
+    }
+
     /// A metrics envelope of `count` counters.
     private func metrics(_ count: Int) -> Envelope {
         let payload = Array(#"{"timestamp":1767261600.0,"trace_id":"00000000000000010000000000000002","name":"m","type":"counter","value":1}"#.utf8)
@@ -104,6 +118,21 @@ final class FileTransportTests: XCTestCase {
         XCTAssertEqual(try bodies(), ["alone"])
         try transport.send(envelope("next"))
         XCTAssertEqual(try bodies(), ["next"])
+    }
+
+    /// An envelope ranks by the highest level of any of its logs, wherever it is among them; a body that
+    /// spells a level field (escaped in the JSON) or an attribute named `level` does not count.
+    func testAnEnvelopeRanksByItsHighestLevelAnywhereInIt() throws {
+        let transport = try FileTransport(directory: folder, maxEnvelopes: 1)
+        try transport.send(envelope("error", levels: [.debug, .trace, .error, .info, .trace]))
+        try transport.send(envelope(#"quoted "level":"fatal" "#, level: .warn))
+        XCTAssertEqual(try bodies(), (0..<5).map { "error \($0)" },
+                       "warn (with a fatal spelled in its body and its attribute) ranks below error")
+        try transport.send(envelope("fatal", levels: Array(repeating: .trace, count: 60) + [.fatal]))
+        XCTAssertEqual(try bodies().count, 61, "the fatal at the end of 61 logs outranks the error")
+        XCTAssertEqual(try bodies().last, "fatal 60")
+        try transport.send(envelope("info", levels: [.info, .warn, .info]))
+        XCTAssertEqual(try bodies().last, "fatal 60", "warn ranks below fatal")
     }
 
     /// The count limit evicts by the same order; a span or a metrics envelope counts as `info`.
