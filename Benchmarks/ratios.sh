@@ -32,6 +32,8 @@ for kind in spans logs; do
 done
 "$driver" first "$((adds / 30))"
 for threads in 1 2; do "$driver" saturate "$threads" "$seconds"; done
+# At the default cache quotas, as the issue measured: an app offline past them, each envelope stored evicting one.
+for threads in 1 2; do LOAD_QUOTAS=default "$driver" saturate "$threads" "$seconds" | sed 's/^/at the default quotas: /'; done
 # Syncs per envelope at saturation, from a run under strace (slower: its rate is not the one above).
 if command -v strace > /dev/null; then
     counted=$(mktemp)
