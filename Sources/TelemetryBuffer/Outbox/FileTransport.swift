@@ -347,11 +347,14 @@ extension TelemetryBuffer {
         }
 
         /// Deletes a stored envelope and counts its items as dropped for `reason`: `counts`, if its ranking read
-        /// them (a stored file does not change), else what it holds.
+        /// them (a stored file does not change) and it is still there, else what it holds.
         private func discard(_ name: String, counts: [(DataCategory, Int)]? = nil, reason: DiscardReason, why: String) {
             // Counted before the removal, so that `stats()` never sees the file gone and the drop not yet
-            // counted. One that cannot be read (or is larger than any of ours) counts what its first bytes name.
-            if let reports, let counts = counts ?? (try? FileSystem.readFile(directory.path + "/" + name, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 }))
+            // counted. One that cannot be read (or is larger than any of ours) counts what its first bytes name;
+            // one another party deleted since its ranking (a closed buffer's late upload) counts nothing.
+            var status = stat()
+            let ranked = counts.flatMap { lstat(directory.path + "/" + name, &status) == 0 ? $0 : nil }
+            if let reports, let counts = ranked ?? (try? FileSystem.readFile(directory.path + "/" + name, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 }))
                 .map({ bytes in (try? EnvelopeReader(bytes))?.discardCounts() ?? EnvelopeReader.salvagedCounts(bytes) }) {
                 for (category, quantity) in counts { reports.record(reason, category, quantity: quantity) }
             }

@@ -135,6 +135,22 @@ final class FileTransportTests: XCTestCase {
         XCTAssertEqual(try bodies().last, "fatal 60", "warn ranks below fatal")
     }
 
+    /// An envelope another party deleted after an eviction ranked it (a closed buffer's upload that ended
+    /// late, a second transport on the folder) was not dropped here: its eviction counts nothing.
+    func testAnEnvelopeDeletedAfterItsRankingIsNotCountedWhenEvicted() throws {
+        let reports = ClientReportRecorder()
+        let transport = try FileTransport(directory: folder, maxEnvelopes: 2, maxAge: 7 * 24 * 3600, reports: reports,
+                                          diagnostics: Diagnostics(handler: nil))
+        for (body, level) in [("a", Log.Level.info), ("b", .info), ("c", .error)] { try transport.send(envelope(body, level: level)) }
+        XCTAssertEqual(try bodies(), ["b", "c"], "the oldest info went first, and every stored envelope was ranked")
+        XCTAssertEqual(reports.take()?.quantity(.cacheOverflow, .logItem), 1)
+        let b = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted().first)
+        try FileManager.default.removeItem(at: folder.appendingPathComponent(b))
+        try transport.send(envelope("d", level: .error))
+        XCTAssertEqual(try bodies(), ["c", "d"])
+        XCTAssertEqual(reports.take()?.quantity(.cacheOverflow, .logItem) ?? 0, 0, "b's log was not dropped by this transport")
+    }
+
     /// The count limit evicts by the same order; a span or a metrics envelope counts as `info`.
     func testTheCountLimitEvictsByLevelAndSpansAndMetricsCountAsInfo() throws {
         let payload = Array(#"{"trace_id":"00000000000000010000000000000002","span_id":"0000000000000003","name":"s"}"#.utf8)
