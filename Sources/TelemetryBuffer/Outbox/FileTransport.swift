@@ -273,8 +273,8 @@ extension TelemetryBuffer {
 
         /// Evicts the least important envelopes until both bounds hold: the lowest rank, the oldest of those.
         private func evictOverflow() {
-            let evicted: [(name: String, counts: [(DataCategory, Int)]?, why: String)] = state.withLock { state in
-                var evicted: [(name: String, counts: [(DataCategory, Int)]?, why: String)] = []
+            let evicted: [(file: Stored, why: String)] = state.withLock { state in
+                var evicted: [(file: Stored, why: String)] = []
                 let uploading = state.uploading
                 var count = state.stored.count(where: { $0.name != uploading })
                 var bytes = state.stored.reduce(0) { $0.saturatingAdding($1.name == uploading ? 0 : $1.bytes) }
@@ -291,12 +291,11 @@ extension TelemetryBuffer {
                         .min { (state.stored[$0].rank ?? 0) < (state.stored[$1].rank ?? 0) }!
                     count -= 1
                     bytes -= state.stored[victim].bytes
-                    let victimFile = state.stored.remove(at: victim)
-                    evicted.append((victimFile.name, victimFile.counts, why))
+                    evicted.append((state.stored.remove(at: victim), why))
                 }
                 return evicted
             }
-            for envelope in evicted { discard(envelope.name, counts: envelope.counts, reason: .cacheOverflow, why: envelope.why) }
+            for envelope in evicted { discard(envelope.file.name, counts: envelope.file.counts, reason: .cacheOverflow, why: envelope.why) }
         }
 
         /// How much an envelope matters when space runs out: the rank of the highest log level (`trace` 1
@@ -346,16 +345,10 @@ extension TelemetryBuffer {
             return lstat(path, &status) == 0 ? Int(clamping: status.st_size) : 0
         }
 
-        /// Deletes a stored envelope and counts its items as dropped for `reason`: `counts`, if its ranking read
-        /// them (a stored file does not change) and it is still there, else what it holds.
+        /// Deletes a stored envelope and counts its items as dropped for `reason` (see `dropped(in:ranked:)`).
         private func discard(_ name: String, counts: [(DataCategory, Int)]? = nil, reason: DiscardReason, why: String) {
-            // Counted before the removal, so that `stats()` never sees the file gone and the drop not yet
-            // counted. One that cannot be read (or is larger than any of ours) counts what its first bytes name;
-            // one another party deleted since its ranking (a closed buffer's late upload) counts nothing.
-            var status = stat()
-            let ranked = counts.flatMap { lstat(directory.path + "/" + name, &status) == 0 ? $0 : nil }
-            if let reports, let counts = ranked ?? (try? FileSystem.readFile(directory.path + "/" + name, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 }))
-                .map({ bytes in (try? EnvelopeReader(bytes))?.discardCounts() ?? EnvelopeReader.salvagedCounts(bytes) }) {
+            // Counted before the removal, so that `stats()` never sees the file gone and the drop not yet counted.
+            if let reports, let counts = dropped(in: name, ranked: counts) {
                 for (category, quantity) in counts { reports.record(reason, category, quantity: quantity) }
             }
             do {
@@ -364,6 +357,17 @@ extension TelemetryBuffer {
             } catch {
                 diagnostics.log(.error, "could not remove envelope \(name): \(error)")
             }
+        }
+
+        /// What discarding the stored envelope `name` drops: `ranked`, the counts its ranking read (a stored
+        /// file does not change), while the file is still there; else what it holds, or what its first bytes
+        /// name if it cannot be parsed (or is larger than any of ours). Nothing for a file another party
+        /// deleted (a closed buffer's upload that ended late): that was no loss here.
+        private func dropped(in name: String, ranked: [(DataCategory, Int)]?) -> [(DataCategory, Int)]? {
+            if let ranked, directoryFD.status(of: name) != nil { return ranked }
+            guard let bytes = try? FileSystem.readFile(directory.path + "/" + name, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 })
+            else { return nil }
+            return (try? EnvelopeReader(bytes))?.discardCounts() ?? EnvelopeReader.salvagedCounts(bytes)
         }
 
         /// `<16-digit µs>-<6-digit counter>-<8 hex random>.envelope`: lexical order is age order.
