@@ -134,6 +134,9 @@ struct FolderParts: Sendable {
             uploader = nil
         }
         network = uploader == nil ? nil : options.networkMonitor ?? NetworkMonitors.system()
+        // The drop counts an earlier buffer could not send go with this one's, from its first request on
+        // (last: nothing after this fails, so they are read once).
+        assembly.reports.attach(SavedClientReport(folder: folder))
     }
 
     /// Lets the uploader go: holds it while the consent (read now) or a metered network says so, wakes it
@@ -211,6 +214,16 @@ struct FolderParts: Sendable {
             defer { settlement = nil }
             return settlement
         }?.settle(outbox: outbox, diagnostics: assembly.diagnostics)
+    }
+
+    /// Background queue: saves the drop counts not sent yet for the next buffer on the DSN (see
+    /// `SavedClientReport`); with `detaching`, the last save (the folder is about to be given up). A failure is
+    /// a diagnostic: the counts stay pending here.
+    func saveUnsentDrops(detaching: Bool = false) {
+        dispatchPrecondition(condition: .onQueue(assembly.queue))
+        do { try assembly.reports.saveUnsent(detaching: detaching) } catch {
+            assembly.diagnostics.log(.warning, "could not save the drop counts not sent yet: \(error)")
+        }
     }
 
     /// The strategy `options` ask for, where its files can be made. A file of another kind where one of

@@ -238,6 +238,7 @@ public final class TelemetryBuffer: Sendable {
             strategy.close()
             opened?.crash?.unregister()
             strategy.countUnstored()
+            opened?.saveUnsentDrops(detaching: true)
             // Now, not when the last reference goes: a new buffer on this DSN is waiting for the folder.
             opened?.folder.release()
         }, on: queue)
@@ -656,6 +657,7 @@ public final class TelemetryBuffer: Sendable {
             opened?.crash?.unregister()
             strategy.countUnstored()
             scheduler.close()
+            opened?.saveUnsentDrops(detaching: true)
             opened?.folder.release()
         }
         Diagnostics.drain()
@@ -669,6 +671,7 @@ public final class TelemetryBuffer: Sendable {
         queue.async { [self] in
             strategy.close()
             scheduler.close()
+            reports.detach()  // nothing more is saved for a key the server refuses (`removeBufferFiles` takes the file)
             for url in files?.storedEnvelopes() ?? [] {
                 files?.remove(url, countingAs: .sendError, why: "the DSN's key is invalid")
             }
@@ -710,8 +713,11 @@ public final class TelemetryBuffer: Sendable {
                                           _ parts: Locked<FolderParts?>, durably: Bool) {
         scheduler.forwardEverything()
         guard durably else { return }
-        parts.withLock { $0 }?.settleRecovery()
+        let opened = parts.withLock { $0 }
+        opened?.settleRecovery()
         strategy.awaitDurable()
+        // The process may end before an upload takes them: an app in the background is often killed there.
+        opened?.saveUnsentDrops()
     }
 
     /// The device's protected data became available (its first unlock): a buffer created before it opens
@@ -766,7 +772,8 @@ public final class TelemetryBuffer: Sendable {
         tb_crash_install_alternate_stack() == 0
     }
 
-    /// Counts of items dropped so far by reason and category, not yet sent in a client report.
+    /// Counts of items dropped so far by reason and category, not yet sent in a client report nor, after
+    /// `close()`, handed to the saved file for the next buffer (see `SavedClientReport`).
     var pendingDiscards: ClientReport? { reports.peek() }
 
     /// Where drops are counted, which outlives the buffer until its final forward has run.

@@ -106,6 +106,16 @@ struct EnvelopeEncoder: Sendable {
 
     /// `{"type":"client_report","length":n}` LF payload LF.
     static func clientReportItem(_ report: ClientReport, into writer: inout JSONWriter) {
+        let payload = clientReportPayload(report)
+        writer.raw("{\"type\":\"client_report\",\"length\":")
+        writer.integer(Int64(payload.count))
+        writer.raw("}\n")
+        writer.raw(payload)
+        writer.byte(0x0A)
+    }
+
+    /// A client report item's payload: `{"timestamp":…,"discarded_events":[{"reason":…,"category":…,"quantity":…}]}`.
+    static func clientReportPayload(_ report: ClientReport) -> [UInt8] {
         let buffer = ByteBuffer(capacity: 256)
         var payload = JSONWriter(appendingTo: buffer)
         payload.raw("{\"timestamp\":")
@@ -123,10 +133,6 @@ struct EnvelopeEncoder: Sendable {
         }
         payload.raw("]}")
         payload.finish()
-        writer.raw("{\"type\":\"client_report\",\"length\":")
-        writer.integer(Int64(buffer.count))
-        writer.raw("}\n")
-        writer.raw(buffer.bytes)
-        writer.byte(0x0A)
+        return buffer.toArray()
     }
 }

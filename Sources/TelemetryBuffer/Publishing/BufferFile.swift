@@ -26,6 +26,8 @@ enum BufferFile: Hashable, Sendable {
     case spare(Int)
     /// `boot`: the boot the files of this buffer's process were written in.
     case boot
+    /// `client-report`: drop counts a buffer could not send, for the next one (see `SavedClientReport`).
+    case clientReport
     /// `recovering-G-<name>`: a file of an earlier process, claimed by start-up recovery `G` (< 2^31).
     indirect case claimed(generation: Int, BufferFile)
 
@@ -42,6 +44,7 @@ enum BufferFile: Hashable, Sendable {
         case .awaitingSync(let number): "awaiting-sync-\(number)"
         case .spare(let number): "spare-\(number)"
         case .boot: "boot"
+        case .clientReport: "client-report"
         case .kept(let part): part == 0 ? "kept" : "kept-\(part)"
         case .claimed(let generation, let original): "recovering-\(generation)-\(original.name)"
         }
@@ -60,6 +63,7 @@ enum BufferFile: Hashable, Sendable {
         case "flushing": self = .streamFlushing
         case "recovered": self = .recovered(0)
         case "boot": self = .boot
+        case "client-report": self = .clientReport
         case "kept": self = .kept(0)
         default:
             if let number = number(after: "crash-safe-list-") { self = .crashSafeList(number) }
@@ -113,7 +117,7 @@ enum BufferFile: Hashable, Sendable {
         case .crashSafeList, .asyncIOCache, .streamCache, .streamFlushing, .recovered, .detectedTermination,
              .awaitingSync, .kept:
             true
-        case .stagedEnvelope, .spare, .boot, .claimed:
+        case .stagedEnvelope, .spare, .boot, .clientReport, .claimed:
             false
         }
     }

@@ -8,7 +8,7 @@ import Foundation
 /// async-io-cache-1, -2      their background copies                  recovered(-N)     (start-up recovery)
 /// awaiting-sync-x           a published list's copy, until synced    envelope-x        staged envelopes
 /// spare-x                   such a copy emptied, for reuse           boot              the boot they are from
-/// detected-termination-x    lists written by the crash handler
+/// detected-termination-x    lists written by the crash handler        client-report     drop counts not sent
 /// ```
 /// Staged envelopes are complete envelopes not yet moved into `envelopes/`; moving them is a rename on
 /// the same file system. Used at start-up and on the buffer's background queue; once `release()`d

@@ -85,13 +85,75 @@ final class ClientReportRecorder: Sendable {
         }
     }
 
-    /// Everything counted so far, and resets the counts; `nil` when nothing was dropped.
+    /// Where the counts not sent are saved for the next buffer on the DSN (once its folder is open), and
+    /// what the file there holds as far as this buffer knows: `nil` for no file of ours, `[]` for one it
+    /// could not read. Taken before `counts`, never on `add`'s path.
+    private let saved = Locked<(file: SavedClientReport?, holds: [ClientReport.Entry]?)>((nil, nil))
+
+    /// Everything counted so far, and resets the counts; `nil` when nothing was dropped. The saved file
+    /// goes first: a request may then deliver its counts, and a later start must not send them again. If
+    /// it cannot be removed, `nil`: the counts wait for a later request.
     func take() -> ClientReport? {
+        saved.withLock { saved in
+            if saved.holds != nil {
+                guard (try? saved.file?.remove()) != nil else { return nil }
+                saved.holds = nil
+            }
+            return takePending()
+        }
+    }
+
+    /// The counts not sent yet, reset.
+    private func takePending() -> ClientReport? {
         Self.report(counts.withLock { counts in
             defer { for index in counts.pending.indices { counts.pending[index] = 0 } }
             return counts.pending
         })
     }
+
+    /// Adds the counts an earlier buffer on the DSN saved to those pending (not to the totals: they were
+    /// not dropped by this buffer), and saves later ones to `file`. Once, when the folder is open.
+    func attach(_ file: SavedClientReport) {
+        saved.withLock { saved in
+            do {
+                let earlier = try file.read()
+                if let earlier { restore(earlier) }
+                // A damaged file of ours goes too, with the first request or save.
+                saved = (file, earlier?.entries ?? (file.isPresent ? [] : nil))
+            } catch {
+                // Not readable now: not taken for damaged, so not removed (a save would replace it).
+                saved = (file, nil)
+            }
+        }
+    }
+
+    /// Saves the counts not sent yet for the next buffer on the DSN (removing the file if there are none),
+    /// unless the file holds just those. With `detaching` (the folder is given up) the file takes them over,
+    /// and nothing is saved after: a request the uploader starts late (a buffer released without `close()`
+    /// does not wait for it) sends only what is counted after.
+    func saveUnsent(detaching: Bool = false) throws {
+        try saved.withLock { saved in
+            defer { if detaching { saved = (nil, nil) } }
+            guard let file = saved.file else { return }
+            let report = detaching ? takePending() : peek()
+            guard report?.entries != saved.holds else { return }
+            // A save that fails after its rename (the folder's sync) leaves the file: it must go before a request.
+            if report != nil { saved.holds = [] }
+            do {
+                try file.save(report)
+            } catch {
+                if detaching, let report {
+                    try? file.remove()
+                    restore(report)
+                }
+                throw error
+            }
+            saved.holds = report?.entries
+        }
+    }
+
+    /// Saves no more counts, and leaves what was saved (the folder is emptied for a key the server refuses).
+    func detach() { saved.withLock { $0 = (nil, nil) } }
 
     /// The counts not yet sent, without resetting them; `nil` when there are none.
     func peek() -> ClientReport? { Self.report(counts.withLock { $0.pending }) }

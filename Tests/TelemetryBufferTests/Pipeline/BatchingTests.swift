@@ -262,10 +262,10 @@ final class BatchingTests: XCTestCase {
         let spanNames = envelopes.flatMap { $0.items.filter { $0.type == "span" }.flatMap(\.elements) }
             .compactMap { $0["name"] as? String }
         XCTAssertEqual(spanNames, ["doomed 0", "kept 0", "k"], "accepted spans are delivered")
-        let discards = try XCTUnwrap(buffer.pendingDiscards)
-        XCTAssertEqual(discards.quantity(.bufferOverflow, .logItem), 2)
-        XCTAssertGreaterThan(discards.quantity(.bufferOverflow, .logByte), 2 * 300)
-        XCTAssertEqual(discards.quantity(.bufferOverflow, .span), 2, "the two rejected spans")
+        let discards = buffer.stats().drops
+        XCTAssertEqual(discards["buffer_overflow/log_item"], 2)
+        XCTAssertGreaterThan(discards["buffer_overflow/log_byte"] ?? 0, 2 * 300)
+        XCTAssertEqual(discards["buffer_overflow/span"], 2, "the two rejected spans")
     }
 
     /// Every strategy, its background queue held in the transport: adds fill what is left, then are
@@ -323,7 +323,7 @@ final class BatchingTests: XCTestCase {
         let bodies = try logBodies(in: buffer.envelopesDirectory)
         XCTAssertEqual(bodies.count, Set(bodies).count, "no duplicates")
         XCTAssertEqual(Set(bodies), accepted.withLock { $0 })
-        let drops = buffer.pendingDiscards?.quantity(.bufferOverflow, .logItem) ?? 0
+        let drops = buffer.stats().drops["buffer_overflow/log_item"] ?? 0
         XCTAssertEqual(bodies.count + drops, threads * perThread, "every item delivered or counted")
         // Per thread, the order of arrival is kept.
         for thread in 0..<threads {

@@ -63,7 +63,7 @@ final class FirstUnlockTests: XCTestCase {
                            ["earlier 0", "earlier 1"] + held + ["after 0", "after 1"], "\(strategy)")
             let spans = try walkEnvelopes(in: buffer.envelopesDirectory).flatMap(\.items).filter { $0.type == "span" }
             XCTAssertEqual(spans.flatMap(\.elements).compactMap { $0["name"] as? String }, ["held span"], "\(strategy)")
-            XCTAssertNil(buffer.pendingDiscards, "\(strategy): nothing dropped")
+            XCTAssertEqual(buffer.stats().drops, [:], "\(strategy): nothing dropped")
             try FileManager.default.removeItem(at: buffer.directory)
         }
     }
@@ -126,7 +126,7 @@ final class FirstUnlockTests: XCTestCase {
                 XCTAssertEqual(own, own.sorted(), "\(strategy): thread \(thread)'s items in the order added")
             }
             XCTAssertEqual(Set(stored), Set(accepted.withLock { $0 }), "\(strategy)")
-            XCTAssertEqual(buffer.pendingDiscards?.quantity(.bufferOverflow, .logItem) ?? 0, 2000 - stored.count, "\(strategy)")
+            XCTAssertEqual(buffer.stats().drops["buffer_overflow/log_item"] ?? 0, 2000 - stored.count, "\(strategy)")
             try FileManager.default.removeItem(at: buffer.directory)
         }
     }
@@ -180,7 +180,7 @@ final class FirstUnlockTests: XCTestCase {
         XCTAssertTrue(buffer.add(log: .test("kept")))
         buffer.close()
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept"])
-        XCTAssertNil(buffer.pendingDiscards, "a removal is not a drop")
+        XCTAssertEqual(buffer.stats().drops, [:], "a removal is not a drop")
     }
 
     /// A revocation while locked, then a grant: what the folder held when it was revoked (what earlier

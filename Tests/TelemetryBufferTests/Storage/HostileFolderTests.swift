@@ -115,12 +115,14 @@ final class HostileFolderTests: XCTestCase {
     /// Symbolic links and FIFOs with the names of buffer files: nothing is written through a link (a
     /// planted `boot → victim` truncated and overwrote the victim), nothing blocks on a FIFO (one named
     /// `boot` hung the background queue, and with it `flush()` and `close()`), a link under a temporary
-    /// file's name is not swept away as a leftover, and every item still arrives.
+    /// file's name is not swept away as a leftover, the saved drop counts are neither read nor written
+    /// through one, and every item still arrives.
     func testLinksAndFIFOsWithBufferFileNamesAreLeftAlone() throws {
         let victim = directory.url.appendingPathComponent("victim")
         try Data("precious".utf8).write(to: victim)
         for (name, planted) in [("boot", "link"), ("boot", "fifo"), ("envelope-7", "link"), ("flushing", "fifo"),
-                                ("." + BufferFile.crashSafeList(1).name + ".tmp", "link")] {
+                                ("." + BufferFile.crashSafeList(1).name + ".tmp", "link"), ("client-report", "link"),
+                                ("client-report", "fifo"), (".client-report.tmp", "link"), (".client-report.tmp", "fifo")] {
             try? FileManager.default.removeItem(at: directory.dsnFolder())
             let folder = URL(fileURLWithPath: try directory.makeBufferFolder(), isDirectory: true)
             let path = folder.appendingPathComponent(name).path
@@ -138,6 +140,8 @@ final class HostileFolderTests: XCTestCase {
                 buffer.add(log: .test("one"))
                 buffer.flush()
                 buffer.add(log: .test("two"))
+                // A drop, so that `close()` saves the counts (through `.client-report.tmp`, then `client-report`).
+                buffer.add(log: .test(String(repeating: "x", count: options.maxBatchBytes)))
                 buffer.close()
                 delivered.withLock { $0 = (try? logBodies(in: buffer.envelopesDirectory)) ?? [] }
             }
@@ -146,6 +150,7 @@ final class HostileFolderTests: XCTestCase {
             XCTAssertEqual(try String(contentsOf: victim, encoding: .utf8), "precious", "\(name) as a \(planted)")
             var status = stat()
             XCTAssertEqual(lstat(path, &status), 0, "\(name) as a \(planted): left where it was")
+            XCTAssertEqual(status.st_mode & S_IFMT, planted == "link" ? S_IFLNK : S_IFIFO, "\(name) as a \(planted): not replaced")
         }
     }
 

@@ -180,6 +180,157 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// The drop counts saved in `buffer`'s folder (`nil` if there is no such file).
+    private func savedDrops(_ buffer: TelemetryBuffer) throws -> [String: Int]? {
+        let file = buffer.directory.appendingPathComponent("telemetry-buffer/client-report")
+        guard let data = FileManager.default.contents(atPath: file.path) else { return nil }
+        let item = try WalkedEnvelope(Array("{}\n{\"type\":\"client_report\",\"length\":\(data.count)}\n".utf8) + Array(data) + [0x0A])
+        return item.discards
+    }
+
+    func testDropsNotSentBeforeCloseGoOutWithTheNextBuffersFirstUploadOnce() throws {
+        let server = try server()
+        defer { server.stop() }
+        // Offline (no uploads), one envelope kept: each flush after the first evicts one.
+        let offline = try buffer(server) { $0.upload = false; $0.maxCachedEnvelopes = 1; $0.maxLogsPerBatch = 1 }
+        for index in 0..<3 {
+            offline.add(log: .test("log \(index)"))
+            offline.flush()
+        }
+        XCTAssertEqual(offline.stats().drops["cache_overflow/log_item"], 2)
+        offline.close()
+        XCTAssertEqual(try savedDrops(offline)?["cache_overflow/log_item"], 2, "saved at close")
+
+        // A start that sends nothing keeps them (once, not added to themselves).
+        let stillOffline = try buffer(server) { $0.upload = false; $0.maxCachedEnvelopes = 1 }
+        stillOffline.flush()
+        XCTAssertNil(stillOffline.stats().drops["cache_overflow/log_item"], "not this buffer's drops")
+        stillOffline.close()
+        XCTAssertEqual(try savedDrops(offline)?["cache_overflow/log_item"], 2)
+
+        let online = try buffer(server)
+        eventually { stored(online) == 0 && server.requests.withLock { $0.count } == 1 && online.stats().upload == .idle }
+        let sent = try bodies(server, [0])[0]
+        XCTAssertEqual(sent.elements.compactMap { $0["body"] as? String }, ["log 2"])
+        XCTAssertEqual(sent.discards["cache_overflow/log_item"], 2, "the earlier buffer's drops ride with the first request")
+        XCTAssertNil(try savedDrops(online), "removed before they were sent")
+        online.close()
+        XCTAssertNil(try savedDrops(online), "nothing left to save")
+
+        let next = try buffer(server)
+        next.add(log: .test("later"))
+        next.flush()
+        eventually { server.requests.withLock { $0.count } == 2 && next.stats().upload == .idle }
+        XCTAssertNil(try bodies(server, [1])[0].discards["cache_overflow/log_item"], "sent once")
+        next.close()
+    }
+
+    func testDropsOfAProcessThatExitsHoldingItsBufferReachTheNextProcessesUpload() throws {
+        let server = try server()
+        defer { server.stop() }
+        // A real process, offline, keeping one envelope: it exits without `close()` (the exit hook forwards).
+        let child = try Demo.run(["stress", "--dir", directory.url.path, "--dsn", server.dsn, "--count", "350",
+                                  "--max-envelopes", "1", "--exit-holding"])
+        XCTAssertEqual(child.status, 0, child.errors)
+        let acknowledged = child.lines.filter { $0.hasPrefix("ack ") }.count
+        let buffer = try buffer(server)
+        eventually { stored(buffer) == 0 && buffer.stats().upload == .idle && server.requests.withLock { $0.count } > 0 }
+        let sent = try bodies(server)
+        let evicted = sent.reduce(0) { $0 + ($1.discards["cache_overflow/log_item"] ?? 0) }
+        XCTAssertGreaterThan(evicted, 0)
+        XCTAssertEqual(sent.flatMap(\.elements).count + evicted, acknowledged, "each acknowledged log delivered or counted as evicted")
+        buffer.close()
+    }
+
+    func testDropsAreSavedWhenTheAppGoesToTheBackground() throws {
+        let server = try server()
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.upload = false; $0.maxCachedEnvelopes = 1; $0.maxLogsPerBatch = 1 }
+        for index in 0..<4 {
+            buffer.add(log: .test("log \(index)"))
+            buffer.flush()
+        }
+        XCTAssertNil(try savedDrops(buffer), "not saved per forward")
+        buffer.didEnterBackground()
+        try eventually { try savedDrops(buffer)?["cache_overflow/log_item"] == 3 }
+        let file = buffer.directory.appendingPathComponent("telemetry-buffer/client-report").path
+        let written = try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? Int
+        buffer.didEnterBackground()
+        buffer.flush()  // after the second background's forward, on the same queue
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? Int, written,
+                       "the same counts are not written again")
+        buffer.close()
+    }
+
+    func testSavedDropsThatAreNotOursOrDamagedAreNotSent() throws {
+        let server = try server()
+        defer { server.stop() }
+        let first = try buffer(server) { $0.upload = false }
+        first.close()
+        let file = first.directory.appendingPathComponent("telemetry-buffer/client-report").path
+        func report(_ events: String) -> Data { Data(#"{"timestamp":1,"discarded_events":[\#(events)]}"#.utf8) }
+        let valid = report(#"{"reason":"cache_overflow","category":"log_item","quantity":5}"#)
+
+        // A link to a report, a FIFO, a file too large: left alone, nothing counted.
+        let target = directory.url.appendingPathComponent("elsewhere").path
+        XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: valid))
+        XCTAssertEqual(symlink(target, file), 0)
+        var foreign = try buffer(server)
+        foreign.add(log: .test("one"))
+        foreign.flush()
+        eventually { server.requests.withLock { $0.count } == 1 && foreign.stats().upload == .idle }
+        XCTAssertNil(try bodies(server, [0])[0].discards["cache_overflow/log_item"])
+        foreign.close()
+        XCTAssertNotNil(try? FileManager.default.destinationOfSymbolicLink(atPath: file), "the link stays")
+        XCTAssertEqual(FileManager.default.contents(atPath: target), valid, "its target too")
+        XCTAssertEqual(unlink(file), 0)
+        XCTAssertEqual(mkfifo(file, 0o600), 0)
+        foreign = try buffer(server)
+        foreign.close()
+        XCTAssertEqual(unlink(file), 0)
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data(repeating: 0x20, count: 1 << 20) + valid))
+        foreign = try buffer(server)
+        foreign.add(log: .test("two"))
+        foreign.flush()
+        eventually { server.requests.withLock { $0.count } == 2 && foreign.stats().upload == .idle }
+        XCTAssertNil(try bodies(server, [1])[0].discards["cache_overflow/log_item"])
+        foreign.close()
+
+        // Crafted entries: only whole positive counts of known reasons and categories are taken, saturating.
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: report("""
+            {"reason":"cache_overflow","category":"log_item","quantity":3},
+            {"reason":"cache_overflow","category":"log_item","quantity":-5},
+            {"reason":"cache_overflow","category":"log_item","quantity":2.5},
+            {"reason":"cache_overflow","category":"log_item","quantity":"7"},
+            {"reason":"cache_overflow","category":"log_item","quantity":1e300},
+            {"reason":"cache_overflow","category":"log_item"},
+            {"reason":"lost_in_space","category":"log_item","quantity":11},
+            {"reason":"cache_overflow","category":"sessions","quantity":13},
+            {"reason":"cache_overflow","category":"log_item","quantity":4},
+            {"reason":"send_error","category":"span","quantity":9223372036854775807},
+            {"reason":"send_error","category":"span","quantity":9223372036854775807},
+            17
+            """)))
+        let crafted = try buffer(server)
+        crafted.add(log: .test("three"))
+        crafted.flush()
+        eventually { server.requests.withLock { $0.count } == 3 && crafted.stats().upload == .idle }
+        let discards = try bodies(server, [2])[0].discards
+        XCTAssertEqual(discards["cache_overflow/log_item"], 7)
+        XCTAssertEqual(discards["send_error/span"], Int.max)
+        XCTAssertEqual(discards.count, 2, "\(discards)")
+        crafted.close()
+
+        // Not JSON at all: nothing.
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("{\"discarded_events\":[".utf8)))
+        let damaged = try buffer(server)
+        damaged.add(log: .test("four"))
+        damaged.flush()
+        eventually { server.requests.withLock { $0.count } == 4 && damaged.stats().upload == .idle }
+        XCTAssertEqual(try bodies(server, [3])[0].discards, [:])
+        damaged.close()
+    }
+
     func testAnInvalidKeyShutsTheBufferDownAndClearsItsFiles() throws {
         for status in [401, 403] {
             let folder = try TemporaryDirectory()

@@ -1,0 +1,51 @@
+import Foundation
+import XCTest
+@testable import TelemetryBuffer
+
+/// The drop counts a buffer saves for the next one on its DSN, at the edges of a save: real files in a
+/// temporary folder, two recorders standing for two buffers one after the other.
+final class SavedClientReportTests: XCTestCase {
+    private var directory: TemporaryDirectory!
+    private var folder: BufferFolder!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory()
+        folder = try BufferFolder(path: directory.makeBufferFolder())
+    }
+
+    override func tearDown() {
+        folder.release()
+        directory.remove()
+    }
+
+    private func recorder() -> ClientReportRecorder {
+        let reports = ClientReportRecorder()
+        reports.attach(SavedClientReport(folder: folder))
+        return reports
+    }
+
+    private static let evicted = [ClientReport.Entry(reason: .cacheOverflow, category: .logItem, quantity: 4)]
+
+    /// A buffer released without `close()` does not wait for its uploader: a request may take the counts
+    /// after the last save, which then holds them.
+    func testARequestAfterTheLastSaveSendsOnlyWhatWasCountedAfterIt() throws {
+        let released = recorder()
+        released.record(.cacheOverflow, .logItem, quantity: 4)
+        try released.saveUnsent(detaching: true)
+        XCTAssertNil(released.take(), "the saved file holds them")
+        released.record(.sendError, .span)
+        XCTAssertEqual(released.take()?.entries, [.init(reason: .sendError, category: .span, quantity: 1)])
+        XCTAssertEqual(recorder().take()?.entries, Self.evicted, "the next buffer sends the saved ones")
+    }
+
+    /// A save that fails once the file has its name (its folder's sync) may have left the file: it goes
+    /// before a request takes the counts, which are then not sent again.
+    func testASaveThatFailsAfterItsRenameIsRemovedBeforeARequest() throws {
+        let reports = recorder()
+        reports.record(.cacheOverflow, .logItem, quantity: 4)
+        Failpoint.reportSaveFails.failNext()
+        XCTAssertThrowsError(try reports.saveUnsent())
+        XCTAssertEqual(reports.take()?.entries, Self.evicted)
+        XCTAssertNil(recorder().take(), "not sent again")
+    }
+}
