@@ -251,9 +251,11 @@ final class BufferFolder: @unchecked Sendable {
     }
 
     /// Removes every buffer file of this process (not what recovery claimed from others): what it holds
-    /// may not be sent (the server refused the DSN's key).
+    /// may not be sent (the server refused the DSN's key). What is not a regular file of ours stays.
     func removeBufferFiles() {
-        for name in (try? names()) ?? [] where BufferFile(name: name).map({ $0.claim == nil }) ?? false { remove(name) }
+        for name in (try? names()) ?? [] where BufferFile(name: name).map({ $0.claim == nil }) ?? false && isOurs(name) {
+            remove(name)
+        }
     }
 
     /// Removes the files that hold items no forward takes any more: what start-up recovery could not

@@ -340,15 +340,20 @@ final class UploadTests: XCTestCase {
             let server = try server(TestServer.sequence([], then: .respond(status)))
             defer { server.stop() }
             let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
+            // A link under a buffer file's name is not the buffer's: it stays, and so does its target.
+            let bufferFolder = buffer.directory.appendingPathComponent("telemetry-buffer").path
+            let target = folder.url.appendingPathComponent("target").path
+            XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: Data("theirs".utf8)))
+            XCTAssertEqual(symlink(target, bufferFolder + "/client-report"), 0)
             buffer.add(log: .test("first"))
             buffer.add(metric: .gauge("stored", value: 1))
             buffer.flush()
             eventually { buffer.stats().upload == .stopped(.invalidKey(status: status)) }
-            let bufferFolder = buffer.directory.appendingPathComponent("telemetry-buffer").path
             func bufferFiles() -> [String] {
                 ((try? FileManager.default.contentsOfDirectory(atPath: bufferFolder)) ?? []).filter { $0 != "lock" }
             }
-            eventually { stored(buffer) == 0 && bufferFiles().isEmpty }
+            eventually { stored(buffer) == 0 && bufferFiles() == ["client-report"] }
+            XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: bufferFolder + "/client-report"), target)
             XCTAssertFalse(buffer.add(log: .test("later")), "adds are refused")
             XCTAssertFalse(buffer.add(metric: .gauge("later", value: 1)), "adds are refused")
             XCTAssertEqual(server.requests.withLock { $0.count }, 1, "no more requests")
