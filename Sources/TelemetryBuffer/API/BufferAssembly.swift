@@ -218,7 +218,7 @@ struct FolderParts: Sendable {
 
     /// Background queue: saves the drop counts not sent yet for the next buffer on the DSN (see
     /// `SavedClientReport`); with `detaching`, the last save (the folder is about to be given up). A failure is
-    /// a diagnostic: the counts stay pending here.
+    /// a diagnostic: what an earlier save wrote stays.
     func saveUnsentDrops(detaching: Bool = false) {
         dispatchPrecondition(condition: .onQueue(assembly.queue))
         do { try assembly.reports.saveUnsent(detaching: detaching) } catch {

@@ -11,7 +11,8 @@ import Foundation
 /// detected-termination-x    lists written by the crash handler        client-report     drop counts not sent
 /// ```
 /// Staged envelopes are complete envelopes not yet moved into `envelopes/`; moving them is a rename on
-/// the same file system. Used at start-up and on the buffer's background queue; once `release()`d
+/// the same file system. Used at start-up and on the buffer's background queue (and by the uploader's
+/// queue, which removes `client-report` before a request takes its counts); once `release()`d
 /// (at `close()`), staging and moving do nothing, so a closed buffer never touches a folder another
 /// buffer may have opened since.
 ///

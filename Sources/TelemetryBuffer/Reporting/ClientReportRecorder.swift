@@ -92,22 +92,27 @@ final class ClientReportRecorder: Sendable {
 
     /// Everything counted so far, and resets the counts; `nil` when nothing was dropped. The saved file
     /// goes first: a request may then deliver its counts, and a later start must not send them again. If
-    /// it cannot be removed, `nil`: the counts wait for a later request.
+    /// it cannot be removed, its counts stay pending (and saved) and only the others go.
     func take() -> ClientReport? {
         saved.withLock { saved in
-            if saved.holds != nil {
-                guard (try? saved.file?.remove()) != nil else { return nil }
-                saved.holds = nil
+            var kept: [ClientReport.Entry] = []
+            if let holds = saved.holds {
+                if (try? saved.file?.remove()) != nil { saved.holds = nil } else { kept = holds }
             }
-            return takePending()
+            return takePending(keeping: kept)
         }
     }
 
-    /// The counts not sent yet, reset.
-    private func takePending() -> ClientReport? {
+    /// The counts not sent yet, reset but for `kept` (as far as they are pending).
+    private func takePending(keeping kept: [ClientReport.Entry] = []) -> ClientReport? {
         Self.report(counts.withLock { counts in
-            defer { for index in counts.pending.indices { counts.pending[index] = 0 } }
-            return counts.pending
+            var left = [Int](repeating: 0, count: counts.pending.count)
+            for entry in kept {
+                let slot = Self.slot(entry.reason, entry.category)
+                left[slot] = min(counts.pending[slot], left[slot].saturatingAdding(entry.quantity))
+            }
+            defer { counts.pending = left }
+            return zip(counts.pending, left).map { $0 - $1 }
         })
     }
 
@@ -130,7 +135,8 @@ final class ClientReportRecorder: Sendable {
     /// Saves the counts not sent yet for the next buffer on the DSN (removing the file if there are none),
     /// unless the file holds just those. With `detaching` (the folder is given up) the file takes them over,
     /// and nothing is saved after: a request the uploader starts late (a buffer released without `close()`
-    /// does not wait for it) sends only what is counted after.
+    /// does not wait for it) sends only what is counted after. If that last save fails, what an earlier
+    /// one saved stays, and the rest is lost (nothing here would send it).
     func saveUnsent(detaching: Bool = false) throws {
         try saved.withLock { saved in
             defer { if detaching { saved = (nil, nil) } }
@@ -138,16 +144,9 @@ final class ClientReportRecorder: Sendable {
             let report = detaching ? takePending() : peek()
             guard report?.entries != saved.holds else { return }
             // A save that fails after its rename (the folder's sync) leaves the file: it must go before a request.
+            // A last save that fails leaves what an earlier one saved: nothing would send the counts here.
             if report != nil { saved.holds = [] }
-            do {
-                try file.save(report)
-            } catch {
-                if detaching, let report {
-                    try? file.remove()
-                    restore(report)
-                }
-                throw error
-            }
+            try file.save(report)
             saved.holds = report?.entries
         }
     }

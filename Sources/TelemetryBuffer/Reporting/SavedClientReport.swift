@@ -12,7 +12,8 @@ struct SavedClientReport: Sendable {
     let folder: BufferFolder
 
     private static let name = BufferFile.clientReport.name
-    /// Far more than the report of every reason and category: a larger file is not ours, and not read.
+    /// Far more than the report of every reason and category: a larger file is not read (it is taken for
+    /// a damaged one).
     private static let maxBytes = 64 << 10
 
     /// The counts saved, or `nil`: none, or a file that is not a regular file of ours, too large, or
@@ -53,7 +54,7 @@ struct SavedClientReport: Sendable {
         guard let report else { return try remove() }
         if folder.contains(Self.name), !folder.isOurs(Self.name) { throw FileSystem.ForeignFile(path: folder.path + "/" + Self.name) }
         try folder.writeAtomically(EnvelopeEncoder.clientReportPayload(report), name: Self.name)
-        try Failpoint.reportSaveFails.failIfArmed("fsync", folder.path)
+        try Failpoint.reportFileFails.failIfArmed("fsync", folder.path)
     }
 
     /// Removes what is saved, durably (power loss must not bring back counts a request then delivered),
@@ -61,6 +62,7 @@ struct SavedClientReport: Sendable {
     /// is left alone.
     func remove() throws {
         if isPresent, !folder.remove(Self.name) { throw FileSystem.error("unlink", folder.path + "/" + Self.name) }
+        try Failpoint.reportFileFails.failIfArmed("fsync", folder.path)
         try folder.sync()
     }
 }

@@ -86,8 +86,9 @@ enum Failpoint: String, CaseIterable, Sendable {
     /// the error of a write the file system gave up on (which the `fsync` after it may then not report).
     case writebackFails = "sync.writeback-fails"
 
-    /// Saving the drop counts not sent fails after the file took its name, as when the folder's sync fails.
-    case reportSaveFails = "report.save-fails"
+    /// A change to the file of saved drop counts fails once made (a save after its rename, a removal after
+    /// its unlink), as when the folder's sync fails.
+    case reportFileFails = "report.file-fails"
 
     /// The system's zlib is missing (as on a system without it): request bodies go uncompressed.
     case zlibMissing = "zlib.missing"

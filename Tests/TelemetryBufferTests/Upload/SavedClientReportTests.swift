@@ -43,9 +43,34 @@ final class SavedClientReportTests: XCTestCase {
     func testASaveThatFailsAfterItsRenameIsRemovedBeforeARequest() throws {
         let reports = recorder()
         reports.record(.cacheOverflow, .logItem, quantity: 4)
-        Failpoint.reportSaveFails.failNext()
+        Failpoint.reportFileFails.failNext()
         XCTAssertThrowsError(try reports.saveUnsent())
         XCTAssertEqual(reports.take()?.entries, Self.evicted)
         XCTAssertNil(recorder().take(), "not sent again")
+    }
+
+    /// A file that cannot be removed (here: its removal fails once) keeps its counts: only the others go.
+    func testASavedFileThatCannotBeRemovedKeepsItsCountsAndTheOthersGo() throws {
+        let first = recorder()
+        first.record(.cacheOverflow, .logItem, quantity: 4)
+        try first.saveUnsent(detaching: true)
+        let next = recorder()
+        next.record(.sendError, .span)
+        Failpoint.reportFileFails.failNext()
+        XCTAssertEqual(next.take()?.entries, [.init(reason: .sendError, category: .span, quantity: 1)], "only its own")
+        XCTAssertEqual(next.take()?.entries, Self.evicted, "the saved ones, once the removal is done")
+        XCTAssertNil(recorder().take(), "and not again")
+    }
+
+    /// The last save failing (here a link where its temporary file goes; a full disk alike) leaves what an
+    /// earlier save wrote for the next buffer: nothing in this one would send the counts any more.
+    func testALastSaveThatFailsLeavesTheEarlierOne() throws {
+        let closing = recorder()
+        closing.record(.cacheOverflow, .logItem, quantity: 4)
+        try closing.saveUnsent()  // the app went to the background
+        closing.record(.sendError, .span)
+        XCTAssertEqual(symlink(directory.url.appendingPathComponent("elsewhere").path, folder.path + "/.client-report.tmp"), 0)
+        XCTAssertThrowsError(try closing.saveUnsent(detaching: true))
+        XCTAssertEqual(recorder().take()?.entries, Self.evicted)
     }
 }

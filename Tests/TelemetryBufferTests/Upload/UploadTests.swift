@@ -271,7 +271,7 @@ final class UploadTests: XCTestCase {
         func report(_ events: String) -> Data { Data(#"{"timestamp":1,"discarded_events":[\#(events)]}"#.utf8) }
         let valid = report(#"{"reason":"cache_overflow","category":"log_item","quantity":5}"#)
 
-        // A link to a report, a FIFO, a file too large: left alone, nothing counted.
+        // A link to a report, a FIFO: left alone; a file too large: not read. Nothing counted.
         let target = directory.url.appendingPathComponent("elsewhere").path
         XCTAssertTrue(FileManager.default.createFile(atPath: target, contents: valid))
         XCTAssertEqual(symlink(target, file), 0)
@@ -294,6 +294,7 @@ final class UploadTests: XCTestCase {
         foreign.flush()
         eventually { server.requests.withLock { $0.count } == 2 && foreign.stats().upload == .idle }
         XCTAssertNil(try bodies(server, [1])[0].discards["cache_overflow/log_item"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file), "a file of ours too large to read goes as damaged")
         foreign.close()
 
         // Crafted entries: only whole positive counts of known reasons and categories are taken, saturating.
@@ -328,6 +329,7 @@ final class UploadTests: XCTestCase {
         damaged.flush()
         eventually { server.requests.withLock { $0.count } == 4 && damaged.stats().upload == .idle }
         XCTAssertEqual(try bodies(server, [3])[0].discards, [:])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file), "removed with the first request")
         damaged.close()
     }
 
