@@ -226,6 +226,17 @@ struct FolderParts: Sendable {
         }
     }
 
+    /// Background queue, after a forward: saves the drop counts not sent yet, not durably and at most once
+    /// per `ioSyncInterval` (see `ClientReportRecorder.saveUnsentAfterForward`). A failure is a diagnostic.
+    func saveUnsentDropsAfterForward() {
+        dispatchPrecondition(condition: .onQueue(assembly.queue))
+        do {
+            try assembly.reports.saveUnsentAfterForward(now: assembly.options.clock.now(), interval: assembly.options.ioSyncInterval)
+        } catch {
+            assembly.diagnostics.log(.warning, "could not save the drop counts not sent yet: \(error)")
+        }
+    }
+
     /// The strategy `options` ask for, where its files can be made. A file of another kind where one of
     /// its files goes fails with `unusableCacheDirectory`, naming it.
     private static func makeStrategy(_ options: Options, folder: BufferFolder, batcher: EnvelopeBatcher,

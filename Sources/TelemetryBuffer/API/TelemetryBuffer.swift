@@ -130,7 +130,9 @@ public final class TelemetryBuffer: Sendable {
         parts = Locked(opened)
         held = opened == nil ? HeldUntilUnlock(maxBatchBytes: options.maxBatchBytes, limits: options.batchLimits, reports: assembly.reports) : nil
         strategy = opened?.strategy ?? held!
-        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy)
+        scheduler = FlushScheduler(queue: queue, interval: options.flushInterval, clock: options.clock, strategy: strategy) {
+            [parts] in parts.withLock { $0 }?.saveUnsentDropsAfterForward()
+        }
 
         queue.setSpecific(key: Self.onQueue, value: ObjectIdentifier(self))
         // Items are accepted from now on.

@@ -12,6 +12,8 @@ final class FlushScheduler: @unchecked Sendable {
     private let interval: TimeInterval
     private let clock: any Clock
     private let strategy: any BufferStrategy
+    /// Runs after every forward, on `queue`.
+    private let afterForward: @Sendable () -> Void
     /// Armed from `init` to `close()`, firing (doing nothing) once a year: libdispatch sets up its event
     /// loop (epoll, eventfd, and on Linux a timerfd) when a timer is first armed and keeps it while one is.
     /// Set up lazily at the first forward, it trapped the process when no descriptor was left. It has a
@@ -29,11 +31,13 @@ final class FlushScheduler: @unchecked Sendable {
     /// Set by `close()`: a wake-up queued before it no longer forwards into a released folder.
     private var closed = false
 
-    init(queue: DispatchQueue, interval: Double, clock: any Clock, strategy: any BufferStrategy) {
+    init(queue: DispatchQueue, interval: Double, clock: any Clock, strategy: any BufferStrategy,
+         afterForward: @escaping @Sendable () -> Void = {}) {
         self.queue = queue
         self.interval = interval
         self.clock = clock
         self.strategy = strategy
+        self.afterForward = afterForward
         eventLoopKeeper = DispatchSource.makeTimerSource(queue: queue)
         eventLoopKeeper.setEventHandler {}
         eventLoopKeeper.schedule(deadline: .now() + .seconds(365 * 86_400), repeating: .seconds(365 * 86_400))
@@ -99,6 +103,7 @@ final class FlushScheduler: @unchecked Sendable {
 
     /// After a forward: keep (or start) the timer only while items wait.
     private func settle() {
+        afterForward()
         if strategy.isEmpty {
             stop()
         } else if armed == nil {

@@ -225,10 +225,12 @@ final class BufferFolder: @unchecked Sendable {
         return staged.filter { beforeRecovery?.own.contains($0.index) ?? true }.map { path + "/" + $0.name }
     }
 
-    func writeAtomically(_ bytes: [UInt8], name: String) throws {
+    /// Writes `name` whole (see `FileSystem.writeAtomically`), durably unless told otherwise.
+    func writeAtomically(_ bytes: [UInt8], name: String, durably: Bool = true) throws {
         guard !isReleased else { throw TelemetryBufferError.folderInUse(path: path) }
         try FileSystem.writeAtomically(
-            bytes, name: name, temporaryName: "." + name + Self.temporarySuffix, directoryFD: fd, directoryPath: path)
+            bytes, name: name, temporaryName: "." + name + Self.temporarySuffix, directoryFD: fd, directoryPath: path,
+            durably: durably)
     }
 
     func rename(_ name: String, to newName: String) throws {

@@ -85,10 +85,17 @@ final class ClientReportRecorder: Sendable {
         }
     }
 
-    /// Where the counts not sent are saved for the next buffer on the DSN (once its folder is open), and
-    /// what the file there holds as far as this buffer knows: `nil` for no file of ours, `[]` for one it
-    /// could not read. Taken before `counts`, never on `add`'s path.
-    private let saved = Locked<(file: SavedClientReport?, holds: [ClientReport.Entry]?)>((nil, nil))
+    /// Where the counts not sent are saved for the next buffer on the DSN (once its folder is open), what
+    /// the file there holds as far as this buffer knows (`nil` for no file of ours, `[]` for one it could
+    /// not read) and whether it was synced, and when a forward last saved. Taken before `counts`, never on
+    /// `add`'s path.
+    private struct Saved {
+        var file: SavedClientReport?
+        var holds: [ClientReport.Entry]?
+        var synced = true
+        var lastForwardSave: Date?
+    }
+    private let saved = Locked(Saved())
 
     /// Everything counted so far, and resets the counts; `nil` when nothing was dropped. The saved file
     /// goes first: a request may then deliver its counts, and a later start must not send them again. If
@@ -124,35 +131,51 @@ final class ClientReportRecorder: Sendable {
                 let earlier = try file.read()
                 if let earlier { restore(earlier) }
                 // A damaged file of ours goes too, with the first request or save.
-                saved = (file, earlier?.entries ?? (file.isPresent ? [] : nil))
+                saved = Saved(file: file, holds: earlier?.entries ?? (file.isPresent ? [] : nil))
             } catch {
                 // Not readable now: not taken for damaged, so not removed (a save would replace it).
-                saved = (file, nil)
+                saved = Saved(file: file)
             }
         }
     }
 
-    /// Saves the counts not sent yet for the next buffer on the DSN (removing the file if there are none),
-    /// unless the file holds just those. With `detaching` (the folder is given up) the file takes them over,
-    /// and nothing is saved after: a request the uploader starts late (a buffer released without `close()`
-    /// does not wait for it) sends only what is counted after. If that last save fails, what an earlier
-    /// one saved stays, and the rest is lost (nothing here would send it).
+    /// Saves the counts not sent yet for the next buffer on the DSN, durably (removing the file if there are
+    /// none), unless the file holds just those. With `detaching` (the folder is given up) the file takes
+    /// them over, and nothing is saved after: a request the uploader starts late (a buffer released without
+    /// `close()` does not wait for it) sends only what is counted after. If that last save fails, what an
+    /// earlier one saved stays, and the rest is lost (nothing here would send it).
     func saveUnsent(detaching: Bool = false) throws {
         try saved.withLock { saved in
-            defer { if detaching { saved = (nil, nil) } }
-            guard let file = saved.file else { return }
-            let report = detaching ? takePending() : peek()
-            guard report?.entries != saved.holds else { return }
-            // A save that fails after its rename (the folder's sync) leaves the file: it must go before a request.
-            // A last save that fails leaves what an earlier one saved: nothing would send the counts here.
-            if report != nil { saved.holds = [] }
-            try file.save(report)
-            saved.holds = report?.entries
+            defer { if detaching { saved = Saved() } }
+            try save(detaching ? takePending() : peek(), in: &saved, durably: true)
         }
     }
 
+    /// After a forward: saves the counts not sent yet as `saveUnsent` does, but at most once per `interval`
+    /// and not durably (no sync: safe from a crash or a kill, not from power loss), so that a death of the
+    /// process between the moments `saveUnsent` runs loses only what that interval counted.
+    func saveUnsentAfterForward(now: Date, interval: TimeInterval) throws {
+        try saved.withLock { saved in
+            if let last = saved.lastForwardSave, now.timeIntervalSince(last) < interval, now >= last { return }
+            if try save(peek(), in: &saved, durably: false) { saved.lastForwardSave = now }
+        }
+    }
+
+    /// Writes `report` to the saved file unless it holds just that (synced, if `durably`); returns whether
+    /// it wrote.
+    @discardableResult
+    private func save(_ report: ClientReport?, in saved: inout Saved, durably: Bool) throws -> Bool {
+        guard let file = saved.file, report?.entries != saved.holds || (durably && !saved.synced) else { return false }
+        // A save that fails after its rename (the folder's sync) leaves the file: it must go before a request.
+        // A last save that fails leaves what an earlier one saved: nothing would send the counts here.
+        if report != nil { saved.holds = [] }
+        try file.save(report, durably: durably)
+        (saved.holds, saved.synced) = (report?.entries, durably || report == nil)  // a removal is always synced
+        return true
+    }
+
     /// Saves no more counts, and leaves what was saved (the folder is emptied for a key the server refuses).
-    func detach() { saved.withLock { $0 = (nil, nil) } }
+    func detach() { saved.withLock { $0 = Saved() } }
 
     /// The counts not yet sent, without resetting them; `nil` when there are none.
     func peek() -> ClientReport? { Self.report(counts.withLock { $0.pending }) }

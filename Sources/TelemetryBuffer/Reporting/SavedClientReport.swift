@@ -6,8 +6,9 @@ import Foundation
 /// buffer that closes offline, without uploads or with a custom transport, or an app killed after going to
 /// the background, would lose every count not yet sent. So they are saved when a buffer closes or is
 /// released, and when it forwards everything durably (the app moving to the background, a graceful exit),
-/// and read back by the next buffer's start. The file holds a client report item's payload; it is written
-/// atomically and synced (a save is rare: never on the adding thread, never per forward).
+/// and read back by the next buffer's start; after a forward too, at most once per `ioSyncInterval` and not
+/// synced, so that a crash or a kill loses only the last of them. The file holds a client report item's
+/// payload, written atomically (never on the adding thread, never per drop).
 struct SavedClientReport: Sendable {
     let folder: BufferFolder
 
@@ -48,12 +49,13 @@ struct SavedClientReport: Sendable {
     /// Whether a file of ours holds saved counts (damaged or not).
     var isPresent: Bool { folder.isOurs(Self.name) }
 
-    /// Replaces what is saved by `report`, or removes it for `nil`. A file of that name that is not ours is
-    /// left alone, and nothing saved.
-    func save(_ report: ClientReport?) throws {
+    /// Replaces what is saved by `report`, or removes it for `nil`; without `durably`, safe from the death
+    /// of the process, not from power loss. A file of that name that is not ours is left alone, and nothing
+    /// saved.
+    func save(_ report: ClientReport?, durably: Bool = true) throws {
         guard let report else { return try remove() }
         if folder.contains(Self.name), !folder.isOurs(Self.name) { throw FileSystem.ForeignFile(path: folder.path + "/" + Self.name) }
-        try folder.writeAtomically(EnvelopeEncoder.clientReportPayload(report), name: Self.name)
+        try folder.writeAtomically(EnvelopeEncoder.clientReportPayload(report), name: Self.name, durably: durably)
         try Failpoint.reportFileFails.failIfArmed("fsync", folder.path)
     }
 

@@ -79,9 +79,12 @@ enum FileSystem {
 
     /// Writes `bytes` to `name` in the directory `directoryFD` atomically and durably: a temporary file
     /// in the same directory, `fsync`, `rename`, then `fsync` of the directory. A reader listing the
-    /// directory sees either no file or the whole file, never a part; after a power loss, the same.
+    /// directory sees either no file or the whole file, never a part; after a power loss, the same. Without
+    /// `durably`, no `fsync`: the same for every reader while the system runs (the death of the process
+    /// included), and after a power loss either file, or none, or a part.
     static func writeAtomically(
-        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: FileDescriptor, directoryPath: String
+        _ bytes: [UInt8], name: String, temporaryName: String, directoryFD: FileDescriptor, directoryPath: String,
+        durably: Bool = true
     ) throws {
         let fd = try openFile(temporaryName, O_WRONLY | O_CREAT | O_TRUNC, in: directoryFD,
                               path: directoryPath + "/" + temporaryName)
@@ -90,11 +93,11 @@ enum FileSystem {
         do {
             defer { fd.close() }
             try writeAll(fd, bytes, path: directoryPath + "/" + temporaryName)
-            guard fd.durableSync() == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
+            guard !durably || fd.durableSync() == 0 else { throw error("fsync", directoryPath + "/" + temporaryName) }
         }
         try directoryFD.rename(temporaryName, to: name, path: directoryPath)
         renamed = true
-        guard directoryFD.durableSync() == 0 else { throw error("fsync", directoryPath) }
+        guard !durably || directoryFD.durableSync() == 0 else { throw error("fsync", directoryPath) }
     }
 
     /// `write` until every byte is written, retrying on EINTR and short writes.

@@ -49,6 +49,23 @@ final class SavedClientReportTests: XCTestCase {
         XCTAssertNil(recorder().take(), "not sent again")
     }
 
+    /// A forward's save is not synced: the last save syncs the file even when its counts did not change
+    /// since (a new file), and then does not write it again.
+    func testTheLastSaveSyncsWhatAForwardSavedUnsynced() throws {
+        let reports = recorder()
+        reports.record(.cacheOverflow, .logItem, quantity: 4)
+        try reports.saveUnsentAfterForward(now: Date(), interval: 5)
+        let path = folder.path + "/client-report"
+        func inode() throws -> Int? { try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int }
+        let unsynced = try inode()
+        try reports.saveUnsent()
+        let synced = try inode()
+        XCTAssertNotEqual(synced, unsynced, "written again, synced")
+        try reports.saveUnsent(detaching: true)
+        XCTAssertEqual(try inode(), synced, "unchanged and synced: not written again")
+        XCTAssertEqual(recorder().take()?.entries, Self.evicted)
+    }
+
     /// A file that cannot be removed (here: its removal fails once) keeps its counts: only the others go.
     func testASavedFileThatCannotBeRemovedKeepsItsCountsAndTheOthersGo() throws {
         let first = recorder()

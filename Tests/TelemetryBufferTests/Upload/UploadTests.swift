@@ -225,6 +225,26 @@ final class UploadTests: XCTestCase {
         next.close()
     }
 
+    func testDropsOfAProcessKilledAfterItsForwardsReachTheNextProcessesUpload() throws {
+        let server = try server()
+        defer { server.stop() }
+        // A real process, offline, keeping one envelope, SIGKILLed 0.3 s after its last add: its forwards
+        // (and their evictions) are done, and saved after them (the demo's sync interval is 10 ms).
+        let child = try Demo.run(["crash", "--kind", "kill", "--dir", directory.url.path, "--dsn", server.dsn, "--after", "350",
+                                  "--linger-us", "300000", "--max-envelopes", "1"], backtrace: false)
+        XCTAssertEqual(child.status, -SIGKILL, child.errors)
+        let acknowledged = child.lines.filter { $0.hasPrefix("ack ") }.count
+        let buffer = try buffer(server)
+        eventually { stored(buffer) == 0 && buffer.stats().upload == .idle && server.requests.withLock { $0.count } > 0 }
+        let sent = try bodies(server)
+        let evicted = sent.reduce(0) { $0 + ($1.discards["cache_overflow/log_item"] ?? 0) }
+        let delivered = sent.flatMap(\.elements).count
+        XCTAssertGreaterThan(evicted, 0, "saved by a forward before the kill")
+        XCTAssertLessThanOrEqual(delivered + evicted, acknowledged, "none counted twice")
+        XCTAssertEqual(Set(sent.flatMap(\.elements).compactMap { $0["body"] as? String }).count, delivered, "none delivered twice")
+        buffer.close()
+    }
+
     func testDropsOfAProcessThatExitsHoldingItsBufferReachTheNextProcessesUpload() throws {
         let server = try server()
         defer { server.stop() }
@@ -242,17 +262,27 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
-    func testDropsAreSavedWhenTheAppGoesToTheBackground() throws {
+    func testDropsAreSavedAfterAForwardOncePerSyncIntervalAndWhenTheAppGoesToTheBackground() throws {
         let server = try server()
         defer { server.stop() }
-        let buffer = try buffer(server) { $0.upload = false; $0.maxCachedEnvelopes = 1; $0.maxLogsPerBatch = 1 }
+        let clock = ManualClock()
+        let buffer = try buffer(server) {
+            $0.upload = false; $0.maxCachedEnvelopes = 1; $0.maxLogsPerBatch = 1; $0.clock = clock; $0.ioSyncInterval = 5
+        }
         for index in 0..<4 {
             buffer.add(log: .test("log \(index)"))
             buffer.flush()
         }
-        XCTAssertNil(try savedDrops(buffer), "not saved per forward")
+        XCTAssertEqual(try savedDrops(buffer)?["cache_overflow/log_item"], 1, "saved by the first forward that dropped, not by every one")
+        clock.advance(by: 5)
+        buffer.add(log: .test("log 4"))
+        buffer.flush()
+        XCTAssertEqual(try savedDrops(buffer)?["cache_overflow/log_item"], 4, "and again once the interval passed")
+        buffer.add(log: .test("log 5"))
+        buffer.flush()
+        XCTAssertEqual(try savedDrops(buffer)?["cache_overflow/log_item"], 4)
         buffer.didEnterBackground()
-        try eventually { try savedDrops(buffer)?["cache_overflow/log_item"] == 3 }
+        try eventually { try savedDrops(buffer)?["cache_overflow/log_item"] == 5 }
         let file = buffer.directory.appendingPathComponent("telemetry-buffer/client-report").path
         let written = try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? Int
         buffer.didEnterBackground()
