@@ -227,9 +227,12 @@ struct FolderParts: Sendable {
     }
 
     /// Background queue, after a forward: saves the drop counts not sent yet, not durably and at most once
-    /// per `ioSyncInterval` (see `ClientReportRecorder.saveUnsentAfterForward`). A failure is a diagnostic.
+    /// per `ioSyncInterval` (see `ClientReportRecorder.saveUnsentAfterForward`), unless requests go out now:
+    /// the counts then leave with the next one, which would only remove the file again (with a sync). A
+    /// failure is a diagnostic.
     func saveUnsentDropsAfterForward() {
         dispatchPrecondition(condition: .onQueue(assembly.queue))
+        if let state = uploader?.state, state == .idle || state == .sending { return }
         do {
             try assembly.reports.saveUnsentAfterForward(now: assembly.options.clock.now(), interval: assembly.options.ioSyncInterval)
         } catch {

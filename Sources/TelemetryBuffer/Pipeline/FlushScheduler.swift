@@ -12,7 +12,7 @@ final class FlushScheduler: @unchecked Sendable {
     private let interval: TimeInterval
     private let clock: any Clock
     private let strategy: any BufferStrategy
-    /// Runs after every forward, on `queue`.
+    /// Runs after every forward the scheduler runs (not the final one of `close()` or a release), on `queue`.
     private let afterForward: @Sendable () -> Void
     /// Armed from `init` to `close()`, firing (doing nothing) once a year: libdispatch sets up its event
     /// loop (epoll, eventfd, and on Linux a timerfd) when a timer is first armed and keeps it while one is.

@@ -87,15 +87,16 @@ final class ClientReportRecorder: Sendable {
 
     /// Where the counts not sent are saved for the next buffer on the DSN (once its folder is open), what
     /// the file there holds as far as this buffer knows (`nil` for no file of ours, `[]` for one it could
-    /// not read) and whether it was synced, and when a forward last saved. Taken before `counts`, never on
-    /// `add`'s path.
+    /// not read), and whether it was synced. Taken before `counts`, never on `add`'s path.
     private struct Saved {
         var file: SavedClientReport?
         var holds: [ClientReport.Entry]?
         var synced = true
-        var lastForwardSave: Date?
     }
     private let saved = Locked(Saved())
+    /// When a forward last tried to save: read before `saved`, which a request's removal may hold while it
+    /// syncs, so that a forward within the interval never waits for it.
+    private let lastForwardSave = Locked<Date?>(nil)
 
     /// Everything counted so far, and resets the counts; `nil` when nothing was dropped. The saved file
     /// goes first: a request may then deliver its counts, and a later start must not send them again. If
@@ -104,7 +105,7 @@ final class ClientReportRecorder: Sendable {
         saved.withLock { saved in
             var kept: [ClientReport.Entry] = []
             if let holds = saved.holds {
-                if (try? saved.file?.remove()) != nil { saved.holds = nil } else { kept = holds }
+                if (try? saved.file?.remove()) != nil { (saved.holds, saved.synced) = (nil, true) } else { kept = holds }
             }
             return takePending(keeping: kept)
         }
@@ -152,26 +153,27 @@ final class ClientReportRecorder: Sendable {
     }
 
     /// After a forward: saves the counts not sent yet as `saveUnsent` does, but at most once per `interval`
-    /// and not durably (no sync: safe from a crash or a kill, not from power loss), so that a death of the
-    /// process between the moments `saveUnsent` runs loses only what that interval counted.
+    /// (a save that fails counts) and not durably (no sync: safe from a crash or a kill, not from power
+    /// loss), so that a death of the process between the moments `saveUnsent` runs loses less: what was
+    /// counted since the last forward that saved.
     func saveUnsentAfterForward(now: Date, interval: TimeInterval) throws {
+        guard lastForwardSave.withLock({ last in last.map { now.timeIntervalSince($0) >= interval || now < $0 } ?? true }) else { return }
         try saved.withLock { saved in
-            if let last = saved.lastForwardSave, now.timeIntervalSince(last) < interval, now >= last { return }
-            if try save(peek(), in: &saved, durably: false) { saved.lastForwardSave = now }
+            let report = peek()
+            guard report?.entries != saved.holds else { return }
+            lastForwardSave.withLock { $0 = now }
+            try save(report, in: &saved, durably: false)
         }
     }
 
-    /// Writes `report` to the saved file unless it holds just that (synced, if `durably`); returns whether
-    /// it wrote.
-    @discardableResult
-    private func save(_ report: ClientReport?, in saved: inout Saved, durably: Bool) throws -> Bool {
-        guard let file = saved.file, report?.entries != saved.holds || (durably && !saved.synced) else { return false }
+    /// Writes `report` to the saved file unless it holds just that (synced, if `durably`).
+    private func save(_ report: ClientReport?, in saved: inout Saved, durably: Bool) throws {
+        guard let file = saved.file, report?.entries != saved.holds || (durably && !saved.synced) else { return }
         // A save that fails after its rename (the folder's sync) leaves the file: it must go before a request.
         // A last save that fails leaves what an earlier one saved: nothing would send the counts here.
         if report != nil { saved.holds = [] }
         try file.save(report, durably: durably)
         (saved.holds, saved.synced) = (report?.entries, durably || report == nil)  // a removal is always synced
-        return true
     }
 
     /// Saves no more counts, and leaves what was saved (the folder is emptied for a key the server refuses).

@@ -6,9 +6,9 @@ import Foundation
 /// buffer that closes offline, without uploads or with a custom transport, or an app killed after going to
 /// the background, would lose every count not yet sent. So they are saved when a buffer closes or is
 /// released, and when it forwards everything durably (the app moving to the background, a graceful exit),
-/// and read back by the next buffer's start; after a forward too, at most once per `ioSyncInterval` and not
-/// synced, so that a crash or a kill loses only the last of them. The file holds a client report item's
-/// payload, written atomically (never on the adding thread, never per drop).
+/// and read back by the next buffer's start; after a forward too while no request goes out, at most once
+/// per `ioSyncInterval` and not synced, so that a crash or a kill loses less. The file holds a client
+/// report item's payload, written atomically (never on the adding thread, never per drop).
 struct SavedClientReport: Sendable {
     let folder: BufferFolder
 

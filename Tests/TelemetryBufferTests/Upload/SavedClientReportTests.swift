@@ -66,6 +66,19 @@ final class SavedClientReportTests: XCTestCase {
         XCTAssertEqual(recorder().take()?.entries, Self.evicted)
     }
 
+    /// A forward's save that fails (here a link where its temporary file goes) is tried again only once the
+    /// interval passed, not by every forward.
+    func testAForwardsSaveThatFailsIsTriedAgainOnlyAfterTheInterval() throws {
+        let reports = recorder()
+        reports.record(.cacheOverflow, .logItem, quantity: 4)
+        XCTAssertEqual(symlink(directory.url.appendingPathComponent("elsewhere").path, folder.path + "/.client-report.tmp"), 0)
+        let now = Date()
+        XCTAssertThrowsError(try reports.saveUnsentAfterForward(now: now, interval: 5))
+        reports.record(.sendError, .span)
+        XCTAssertNoThrow(try reports.saveUnsentAfterForward(now: now.addingTimeInterval(1), interval: 5), "not within the interval")
+        XCTAssertThrowsError(try reports.saveUnsentAfterForward(now: now.addingTimeInterval(5), interval: 5), "once it passed")
+    }
+
     /// A file that cannot be removed (here: its removal fails once) keeps its counts: only the others go.
     func testASavedFileThatCannotBeRemovedKeepsItsCountsAndTheOthersGo() throws {
         let first = recorder()

@@ -292,6 +292,22 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// While requests go out, a forward does not save the counts: the next request takes them, and would
+    /// only remove the file again, with a sync.
+    func testAForwardWhileRequestsGoOutSavesNothing() throws {
+        let server = try server()
+        defer { server.stop() }
+        let buffer = try buffer(server)
+        XCTAssertFalse(buffer.add(log: .test(String(repeating: "x", count: 1 << 20))), "too large: dropped")
+        buffer.add(log: .test("kept"))
+        buffer.flush()
+        XCTAssertNil(try savedDrops(buffer))
+        eventually { server.requests.withLock { $0.count } == 1 && buffer.stats().upload == .idle }
+        XCTAssertEqual(try bodies(server, [0])[0].discards["invalid/log_item"], 1)
+        buffer.close()
+        XCTAssertNil(try savedDrops(buffer), "nothing left to save")
+    }
+
     func testSavedDropsThatAreNotOursOrDamagedAreNotSent() throws {
         let server = try server()
         defer { server.stop() }
