@@ -129,10 +129,10 @@ final class ClientReportRecorder: Sendable {
     func attach(_ file: SavedClientReport) {
         saved.withLock { saved in
             do {
+                // A damaged file of ours (no entries) goes too, with the first request or save.
                 let earlier = try file.read()
-                if let earlier { restore(earlier) }
-                // A damaged file of ours goes too, with the first request or save.
-                saved = Saved(file: file, holds: earlier?.entries ?? (file.isPresent ? [] : nil))
+                if let earlier { restore(ClientReport(timestamp: Date(), entries: earlier)) }
+                saved = Saved(file: file, holds: earlier)
             } catch {
                 // Not readable now: not taken for damaged, so not removed (a save would replace it).
                 saved = Saved(file: file)

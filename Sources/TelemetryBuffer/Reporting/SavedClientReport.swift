@@ -17,11 +17,12 @@ struct SavedClientReport: Sendable {
     /// a damaged one).
     private static let maxBytes = 64 << 10
 
-    /// The counts saved, or `nil`: none, or a file that is not a regular file of ours, too large, or
-    /// damaged. An entry whose reason or category this version does not know, or whose quantity is not a
-    /// whole positive number, is skipped (taken counts then add up saturating). Throws if a file is there
-    /// but cannot be read now (no descriptor left, an I/O error): that is no damaged file.
-    func read() throws -> ClientReport? {
+    /// The entries saved; `[]` for a file of ours that is too large or damaged, `nil` for none or a file
+    /// that is not a regular file of ours. An entry whose reason or category this version does not know, or
+    /// whose quantity is not a whole positive number, is skipped (taken counts then add up saturating).
+    /// Throws if a file is there but cannot be read now (no descriptor left, an I/O error): that is no
+    /// damaged file.
+    func read() throws -> [ClientReport.Entry]? {
         let bytes: [UInt8]
         do {
             guard let read = try FileSystem.readFile(folder.path + "/" + Self.name, prefix: 0, limit: Self.maxBytes, length: { _ in .max })
@@ -30,11 +31,11 @@ struct SavedClientReport: Sendable {
         } catch is FileSystem.ForeignFile {
             return nil
         } catch is FileSystem.TooLarge {
-            return nil
+            return []
         }
         guard let payload = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
               let events = payload["discarded_events"] as? [Any]
-        else { return nil }
+        else { return [] }
         var entries: [ClientReport.Entry] = []
         for case let event as [String: Any] in events {
             guard let reason = (event["reason"] as? String).flatMap(DiscardReason.init(rawValue:)),
@@ -43,7 +44,7 @@ struct SavedClientReport: Sendable {
             else { continue }
             entries.append(.init(reason: reason, category: category, quantity: quantity))
         }
-        return entries.isEmpty ? nil : ClientReport(timestamp: Date(), entries: entries)
+        return entries
     }
 
     /// Whether a file of ours holds saved counts (damaged or not).
@@ -54,7 +55,7 @@ struct SavedClientReport: Sendable {
     /// saved.
     func save(_ report: ClientReport?, durably: Bool = true) throws {
         guard let report else { return try remove() }
-        if folder.contains(Self.name), !folder.isOurs(Self.name) { throw FileSystem.ForeignFile(path: folder.path + "/" + Self.name) }
+        if folder.contains(Self.name), !isPresent { throw FileSystem.ForeignFile(path: folder.path + "/" + Self.name) }
         try folder.writeAtomically(EnvelopeEncoder.clientReportPayload(report), name: Self.name, durably: durably)
         try Failpoint.reportFileFails.failIfArmed("fsync", folder.path)
     }
