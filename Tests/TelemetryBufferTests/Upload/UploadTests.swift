@@ -245,6 +245,37 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// Real signals at random moments across a child's forwards (evicting and saving as they go): whatever
+    /// the moment, no eviction is counted twice, by the first process after it or by the one after that.
+    func testDropsSavedBeforeACrashAtARandomMomentAreNeverSentTwice() throws {
+        var generator = SystemRandomNumberGenerator()
+        for (run, kind) in ["segv", "abort", "kill"].enumerated() {
+            let folder = try TemporaryDirectory()
+            directory.remove()  // setUp's, or the last run's: one folder per run
+            directory = folder
+            let server = try server()
+            defer { server.stop() }
+            let after = Int.random(in: 150...600, using: &generator), linger = Int.random(in: 0...20_000, using: &generator)
+            let label = "run \(run): \(kind) after \(after) items, \(linger) µs later"
+            let child = try Demo.run(["crash", "--kind", kind, "--dir", folder.url.path, "--dsn", server.dsn, "--after", String(after),
+                                      "--linger-us", String(linger), "--max-envelopes", "1"], backtrace: false)
+            XCTAssertTrue(child.status < 0, "\(label): \(child.errors.suffix(500))")
+            let acknowledged = child.lines.filter { $0.hasPrefix("ack ") }.count
+            for start in 0..<2 {
+                let buffer = try buffer(server)
+                buffer.add(log: .test("start \(start)"))
+                buffer.flush()
+                eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
+                buffer.close()
+            }
+            let sent = try bodies(server)
+            let evicted = sent.reduce(0) { $0 + ($1.discards["cache_overflow/log_item"] ?? 0) }
+            let delivered = sent.flatMap(\.elements).compactMap { $0["body"] as? String }.filter { $0.hasPrefix("item ") }
+            XCTAssertEqual(Set(delivered).count, delivered.count, "\(label): none delivered twice")
+            XCTAssertLessThanOrEqual(delivered.count + evicted, acknowledged, "\(label): none counted twice")
+        }
+    }
+
     func testDropsOfAProcessThatExitsHoldingItsBufferReachTheNextProcessesUpload() throws {
         let server = try server()
         defer { server.stop() }
