@@ -166,6 +166,14 @@ final class ClientReportRecorder: Sendable {
         }
     }
 
+    /// After a request failed (the counts it carried are pending again, and the file that held some was
+    /// removed for it): saves what is pending at once (unless the file holds just that), not durably, as a
+    /// forward does, so that a death of the process before its next request or forward does not lose it.
+    /// That request removes the file again.
+    func saveUnsentAfterFailedRequest() throws {
+        try saved.withLock { try save(peek(), in: &$0, durably: false) }
+    }
+
     /// Writes `report` to the saved file unless it holds just that (synced, if `durably`).
     private func save(_ report: ClientReport?, in saved: inout Saved, durably: Bool) throws {
         guard let file = saved.file, report?.entries != saved.holds || (durably && !saved.synced) else { return }

@@ -266,7 +266,11 @@ final class Uploader: Sendable {
         defer { files.endUpload() }
         if closed.withLock({ $0 }) {
             // Closed meanwhile: the folder may be another buffer's by now, so no stop, no callbacks.
-            if case .success(let response) = outcome, (200..<300).contains(response.status) { files.remove(url) } else { restore(report) }
+            if case .success(let response) = outcome, (200..<300).contains(response.status) {
+                files.remove(url)
+            } else if let report {
+                reports.restore(report)
+            }
             return set(.disabled)
         }
         let name = url.lastPathComponent
@@ -292,14 +296,14 @@ final class Uploader: Sendable {
                 limits.holdAfter429(categories, retryAfter: response.headers["retry-after"], now: clock.now())
                 next()
             case 401, 403:
-                restore(report)
+                if let report { reports.restore(report) }  // not saved: the folder is emptied
                 stop(.invalidKey(status: response.status))
             case 404:
                 restore(report)
                 stop(.projectDisabled)
             default:
-                restore(report)
                 files.remove(url, countingAs: .sendError, why: "the server answered \(response.status)")
+                restore(report)  // saved with the rejection's counts
                 onQueue.value.failures = 0
                 next()
             }
@@ -318,9 +322,14 @@ final class Uploader: Sendable {
         LowPowerMode.isEnabled ? max(options.pacing * 10, 1) : options.pacing
     }
 
+    /// Puts back the counts a request that failed carried, and saves what is pending (with the drops the
+    /// answer itself caused) for the next start at once (see `ClientReportRecorder.saveUnsentAfterFailedRequest`).
     private func restore(_ report: ClientReport?) {
         dispatchPrecondition(condition: .onQueue(queue))
         if let report { reports.restore(report) }
+        do { try reports.saveUnsentAfterFailedRequest() } catch {
+            diagnostics.log(.warning, "upload: could not save the drop counts not sent yet: \(error)")
+        }
     }
 
     private func retryLater(_ report: ClientReport?) {

@@ -341,6 +341,41 @@ final class UploadTests: XCTestCase {
         XCTAssertNil(try savedDrops(buffer), "nothing left to save")
     }
 
+    /// Counts a failed request carried are pending again, and saved at once (no sync), with the drops its
+    /// answer caused: a process killed before its next request or forward would lose them otherwise. The
+    /// next request removes the file again.
+    func testDropsARequestCarriedAreSavedWhenItFails() throws {
+        // A retry (503), a rate limit (429, every category for 60 s) and a rejection (400, the envelope deleted).
+        for status in [503, 429, 400] {
+            directory.remove()
+            directory = try TemporaryDirectory()
+            let server = try server(TestServer.sequence([.respond(status, headers: ["Retry-After": "60"])]))
+            defer { server.stop() }
+            let clock = ManualClock()
+            let buffer = try buffer(server) { $0.clock = clock }
+            XCTAssertFalse(buffer.add(log: .test(String(repeating: "x", count: 1 << 20))), "too large: dropped")
+            buffer.add(log: .test("first"))
+            buffer.flush()
+            eventually {
+                clock.advance(by: 0)  // the wake-up of the envelope stored
+                return server.requests.withLock { $0.count } == 1 && buffer.stats().upload != .sending
+            }
+            XCTAssertEqual(try savedDrops(buffer)?["invalid/log_item"], 1, "\(status): saved when the request that carried them failed")
+            XCTAssertEqual(try savedDrops(buffer)?["send_error/log_item"], status == 400 ? 1 : nil, "\(status): and the rejection's")
+            clock.advance(by: 61)
+            buffer.add(log: .test("second"))
+            buffer.flush()
+            eventually {
+                clock.advance(by: 0.001)
+                return stored(buffer) == 0 && buffer.stats().upload == .idle
+            }
+            let later = try bodies(server).dropFirst()
+            XCTAssertEqual(later.reduce(0) { $0 + ($1.discards["invalid/log_item"] ?? 0) }, 1, "\(status): sent again, once")
+            XCTAssertNil(try savedDrops(buffer), "\(status): removed before the next request carried them")
+            buffer.close()
+        }
+    }
+
     func testSavedDropsThatAreNotOursOrDamagedAreNotSent() throws {
         let server = try server()
         defer { server.stop() }
