@@ -166,10 +166,10 @@ final class ClientReportRecorder: Sendable {
         }
     }
 
-    /// After a request failed (the counts it carried are pending again, and the file that held some was
-    /// removed for it): saves what is pending at once (unless the file holds just that), not durably, as a
-    /// forward does, so that a death of the process before its next request or forward does not lose it.
-    /// That request removes the file again.
+    /// After a request failed and before the uploader waits (the counts it carried are pending again, and
+    /// the file that held some was removed for it): saves what is pending at once (unless the file holds just
+    /// that), without a sync, so that a death of the process before its next request or forward does not
+    /// lose it. That request removes the file again, with a sync: once per attempt, which the backoff spaces.
     func saveUnsentAfterFailedRequest() throws {
         try saved.withLock { try save(peek(), in: &$0, durably: false) }
     }

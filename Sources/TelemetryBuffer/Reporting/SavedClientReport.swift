@@ -7,7 +7,8 @@ import Foundation
 /// the background, would lose every count not yet sent. So they are saved when a buffer closes or is
 /// released, and when it forwards everything durably (the app moving to the background, a graceful exit),
 /// and read back by the next buffer's start; after a forward too while no request goes out, at most once
-/// per `ioSyncInterval` and not synced, so that a crash or a kill loses less. The file holds a client
+/// per `ioSyncInterval`, and after a failed request before the uploader waits, both not synced, so that a
+/// crash or a kill loses less. The file holds a client
 /// report item's payload, written atomically (never on the adding thread, never per drop).
 struct SavedClientReport: Sendable {
     let folder: BufferFolder

@@ -302,8 +302,10 @@ final class Uploader: Sendable {
                 restore(report)
                 stop(.projectDisabled)
             default:
+                // Not saved: the next envelope goes within the pacing and carries them (a save would cost a
+                // drive flush per envelope while a backlog is rejected).
+                if let report { reports.restore(report) }
                 files.remove(url, countingAs: .sendError, why: "the server answered \(response.status)")
-                restore(report)  // saved with the rejection's counts
                 onQueue.value.failures = 0
                 next()
             }
@@ -322,8 +324,9 @@ final class Uploader: Sendable {
         LowPowerMode.isEnabled ? max(options.pacing * 10, 1) : options.pacing
     }
 
-    /// Puts back the counts a request that failed carried, and saves what is pending (with the drops the
-    /// answer itself caused) for the next start at once (see `ClientReportRecorder.saveUnsentAfterFailedRequest`).
+    /// Puts back the counts a request that failed carried, and, as the uploader now waits (a backoff, a
+    /// rate limit, a disabled project), saves what is pending for the next start at once (see
+    /// `ClientReportRecorder.saveUnsentAfterFailedRequest`).
     private func restore(_ report: ClientReport?) {
         dispatchPrecondition(condition: .onQueue(queue))
         if let report { reports.restore(report) }
