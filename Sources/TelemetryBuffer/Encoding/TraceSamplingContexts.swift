@@ -1,19 +1,22 @@
 /// The dynamic sampling contexts that traces' heads froze, for the `trace` header of the envelopes of
 /// their spans (a trace continued from an incoming request carries its caller's): the header's fields after
-/// `trace_id`, encoded once, for the latest `capacity` traces set (about 300 bytes each). A trace without
-/// one carries the buffer's own. The lookup happens when a batch is forwarded, so a service that starts
-/// more than `capacity` sampled traces in a flush interval (1024 in 5 s: 200 a second) sends the oldest
-/// with the buffer's own.
+/// `trace_id`, encoded once, for the latest `capacity` traces set (about 300 bytes each), or fewer if they
+/// take more than `maxBytes` (a caller's `baggage` may hold 8 KiB). A trace without one carries the buffer's
+/// own. The lookup happens when a batch is forwarded, so a service that starts more than `capacity` sampled
+/// traces in a flush interval (1024 in 5 s: 200 a second) sends the oldest with the buffer's own.
 ///
 /// In memory only: spans recovered after a restart carry the buffer's own context.
 final class TraceSamplingContexts: Sendable {
     private struct State {
         var encoded: [TraceID: [UInt8]] = [:]
-        /// Traces in order of their first setting, for evicting the oldest.
+        /// Traces in order of their last setting, for evicting the oldest.
         var order: [TraceID] = []
+        /// The bytes of `encoded`.
+        var bytes = 0
     }
 
     static let capacity = 1024
+    static let maxBytes = 1 << 20
     private let state = Locked(State())
 
     /// Sets `trace`'s context: string fields (a `trace_id` among them is left out: the trace says it).
@@ -31,9 +34,16 @@ final class TraceSamplingContexts: Sendable {
         writer.finish()
         let encoded = buffer.toArray()
         state.withLock { state in
-            if state.encoded.updateValue(encoded, forKey: trace) == nil {
-                state.order.append(trace)
-                if state.order.count > Self.capacity { state.encoded[state.order.removeFirst()] = nil }
+            if let replaced = state.encoded.updateValue(encoded, forKey: trace) {
+                state.bytes -= replaced.count
+                state.order.removeAll { $0 == trace }
+            }
+            state.order.append(trace)
+            state.bytes += encoded.count
+            // The latest stays, whatever its size.
+            while state.order.count > Self.capacity || (state.bytes > Self.maxBytes && state.order.count > 1) {
+                let oldest = state.order.removeFirst()
+                state.bytes -= state.encoded.removeValue(forKey: oldest)?.count ?? 0
             }
         }
     }

@@ -143,6 +143,25 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(attributes["sentry.sdk.version"]?["value"] as? String, TelemetryBuffer.version)
     }
 
+    /// The contexts kept are bounded by their bytes too (a caller's `baggage` may hold 8 KiB): the oldest
+    /// go first.
+    func testSamplingContextsKeptAreBoundedByTheirBytes() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.tracesSampleRate = 0.25 })
+        defer { buffer.close() }
+        let large = String(repeating: "x", count: 8 << 10)
+        let count = TraceSamplingContexts.maxBytes / large.utf8.count + 8
+        XCTAssertLessThan(count, TraceSamplingContexts.capacity, "more than the bytes allow, fewer than the count does")
+        for index in 0..<count { buffer.setSamplingContext(["transaction": large], forTrace: TraceID(high: 10, low: UInt64(index))) }
+        for (name, index) in [("oldest", 0), ("newest", count - 1)] { buffer.add(span: .test(name, trace: TraceID(high: 10, low: UInt64(index)))) }
+        buffer.flush()
+        var contexts: [String: [String: String]] = [:]
+        for envelope in try walkEnvelopes(in: buffer.envelopesDirectory) {
+            contexts[envelope.elements.first?["name"] as? String ?? ""] = envelope.header["trace"] as? [String: String]
+        }
+        XCTAssertEqual(contexts["oldest"]?["sample_rate"], "0.25", "forgotten: the buffer's own")
+        XCTAssertEqual(contexts["newest"]?["transaction"], large)
+    }
+
     /// A trace whose head's sampling context was set carries it (the `trace_id` always the trace's);
     /// another trace carries the buffer's own; the oldest of more than `capacity` set is forgotten.
     func testATraceCarriesTheSamplingContextItsHeadFroze() throws {
