@@ -27,6 +27,8 @@ public struct SentrySpanContext: Sendable, Hashable {
     public var foreignBaggage: [String]
     /// An incoming W3C `tracestate` header, passed on as it came.
     public var traceState: String?
+    /// For an extracted context: the decision and DSC its first segment took, for the next ones.
+    var head: TraceHead?
 
     /// A span context.
     public init(traceID: TraceID, spanID: SpanID, sampled: Bool?, dynamicSamplingContext: [String: String] = [:],
@@ -73,5 +75,27 @@ final class SegmentName: @unchecked Sendable {
     var value: String {
         get { lock.withLock { name } }
         set { lock.withLock { name = newValue } }
+    }
+}
+
+/// The sampling decision and DSC the first segment of an extracted trace took: the segments started later
+/// from the same context follow it, as a process downstream would, instead of deciding again (and of
+/// replacing the DSC the envelopes of the trace carry).
+final class TraceHead: @unchecked Sendable {
+    // @unchecked: `decided` is touched only under `lock`.
+    private let lock = NSLock()
+    private var decided: (sampled: Bool, dsc: [String: String])?
+
+    /// The decision taken, if any.
+    var decision: (sampled: Bool, dsc: [String: String])? { lock.withLock { decided } }
+
+    /// The decision taken first: `decision`, or the one taken meanwhile by another segment (the sampler is
+    /// not called under the lock: it may start spans).
+    func settle(_ decision: (sampled: Bool, dsc: [String: String])) -> (sampled: Bool, dsc: [String: String]) {
+        lock.withLock {
+            if let decided { return decided }
+            decided = decision
+            return decision
+        }
     }
 }

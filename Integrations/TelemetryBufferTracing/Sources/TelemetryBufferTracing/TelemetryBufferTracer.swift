@@ -20,8 +20,8 @@ import Tracing
 /// to follow: `tracesSampler`, if set, else `tracesSampleRate`, against the trace's `sample_rand`. A trace
 /// that is not sampled records nothing and still propagates (`-0`). The envelopes of a trace's spans carry
 /// the dynamic sampling context it propagates (`TelemetryBuffer.setSamplingContext`): the caller's for a
-/// continued trace, else the one this process started it with (without `transaction` for a server's
-/// segment, whose name is a placeholder until the request is routed).
+/// continued trace, else the one this process's first segment of it took (without `transaction` for a
+/// server's segment, whose name is a placeholder until the request is routed).
 public struct TelemetryBufferTracer: Tracer {
     /// How the tracer samples.
     public struct Options: Sendable {
@@ -77,35 +77,9 @@ public struct TelemetryBufferTracer: Tracer {
             span.segment = segment
         } else {
             let traceID = parent?.traceID ?? .random()
-            // The caller's DSC, if it came with the trace (a DSC of another trace did not: see `extract`).
-            var dsc = parent?.dynamicSamplingContext ?? [:]
-            // A decision is made against the caller's `sample_rand`, so that the trace's processes agree.
-            let callersRand = dsc["sample_rand"].flatMap(Double.init).flatMap { (0..<1).contains($0) ? $0 : nil }
-            var sampleRand = callersRand ?? Double.random(in: 0..<1)
-            // The sampler decides when set (seeing the caller's decision), else the caller's decision, else the rate.
-            var rate = Self.clamped(options.tracesSampleRate)
-            let sampled: Bool
-            if let sampler = options.tracesSampler {
-                rate = Self.clamped(sampler(SamplingContext(
-                    operationName: operationName, kind: kind, parentSampled: parent?.sampled,
-                    isLowPowerModeEnabled: DeviceState.isLowPowerModeEnabled, thermalState: DeviceState.thermalState)))
-                sampled = sampleRand < rate
-            } else if let decided = parent?.sampled {
-                sampled = decided
-                // Without the caller's `sample_rand`, one that agrees with its decision at this rate.
-                if callersRand == nil {
-                    sampleRand = decided ? Double.random(in: 0..<max(rate, 1e-6)) : Double.random(in: min(rate, 0.999999)..<1)
-                }
-            } else {
-                sampled = sampleRand < rate
-            }
-            // The trace's DSC, frozen by its head: an incoming one is kept as it came, else this segment's.
-            // A server's segment goes without its name, which is a placeholder until the request is routed
-            // (Sentry wants a `transaction` only of good quality).
-            if dsc["trace_id"] == nil {
-                dsc = ownDynamicSamplingContext(traceID, sampleRand: sampleRand, sampled: sampled, rate: rate,
-                                                transaction: kind == .server ? nil : operationName)
-            }
+            // The first segment of an extracted trace decides for the next ones started from the same context.
+            let decided = parent?.head?.decision ?? decide(traceID, parent: parent, operationName: operationName, kind: kind)
+            let (sampled, dsc) = parent?.head?.settle(decided) ?? decided
             span = SentrySpanContext(traceID: traceID, spanID: spanID, sampled: sampled, dynamicSamplingContext: dsc,
                                      foreignBaggage: parent?.foreignBaggage ?? [], traceState: parent?.traceState)
             span.segment = (spanID, SegmentName(operationName))
@@ -119,6 +93,60 @@ public struct TelemetryBufferTracer: Tracer {
         return TelemetryBufferSpan(operationName: operationName, kind: kind, context: context, span: span,
                                    parentSpanID: parent?.spanID, isSegment: parent?.segment == nil,
                                    start: instant().nanosecondsSinceEpoch, buffer: buffer)
+    }
+
+    /// A segment's sampling decision, and the trace's DSC. The sampler decides when set (seeing the caller's
+    /// decision), else the caller's decision, else the rate, against the trace's `sample_rand`: the caller's,
+    /// else one derived from the trace ID, so that every process of the trace that derives one decides alike.
+    /// An incoming DSC is kept as it came (its `sample_rand` filled in if it had none that is valid); else the
+    /// DSC is this segment's, at the rate the decision was taken (the caller's decision stands for 1 or 0).
+    private func decide(_ traceID: TraceID, parent: SentrySpanContext?, operationName: String,
+                        kind: SpanKind) -> (sampled: Bool, dsc: [String: String]) {
+        // The caller's DSC, if it came with the trace (a DSC of another trace did not: see `extract`).
+        var dsc = parent?.dynamicSamplingContext ?? [:]
+        let continued = dsc["trace_id"] != nil
+        let sampleRand: Double
+        if let callers = dsc["sample_rand"].flatMap(Double.init), (0..<1).contains(callers) {
+            sampleRand = callers
+        } else if let parent {
+            sampleRand = Self.sampleRand(of: traceID, agreeingWith: parent.sampled,
+                                         at: continued ? dsc["sample_rate"].flatMap(Double.init) : nil)
+            if continued { dsc["sample_rand"] = String(format: "%.6f", sampleRand) }
+        } else {
+            sampleRand = Double(Int.random(in: 0..<1_000_000)) / 1e6
+        }
+        var rate = Self.clamped(options.tracesSampleRate)
+        let sampled: Bool
+        if let sampler = options.tracesSampler {
+            rate = Self.clamped(sampler(SamplingContext(
+                operationName: operationName, kind: kind, parentSampled: parent?.sampled,
+                isLowPowerModeEnabled: DeviceState.isLowPowerModeEnabled, thermalState: DeviceState.thermalState)))
+            sampled = sampleRand < rate
+        } else if let decided = parent?.sampled {
+            (sampled, rate) = (decided, decided ? 1 : 0)
+        } else {
+            sampled = sampleRand < rate
+        }
+        // A server's segment goes without its name, which is a placeholder until the request is routed (Sentry
+        // wants a `transaction` only of good quality).
+        if !continued {
+            dsc = ownDynamicSamplingContext(traceID, sampleRand: sampleRand, sampled: sampled, rate: rate,
+                                            transaction: kind == .server ? nil : operationName)
+        }
+        return (sampled, dsc)
+    }
+
+    /// A `sample_rand` for a trace whose head gave none: in millionths, from the trace ID's low 64 bits
+    /// (random in a random trace ID), within what the caller's decision at its rate allows (below the rate
+    /// if sampled, at or above it if not), or anywhere in [0, 1) if either is unknown or they disagree.
+    private static func sampleRand(of trace: TraceID, agreeingWith sampled: Bool?, at rate: Double?) -> Double {
+        var (lower, upper) = (0, 1_000_000)
+        if let sampled, let rate, rate >= 0, rate <= 1 {
+            let boundary = Int((rate * 1e6).rounded(.up))  // k < rate × 10⁶ ⇔ k < boundary
+            (lower, upper) = sampled ? (0, boundary) : (boundary, 1_000_000)
+            if lower >= upper { (lower, upper) = (0, 1_000_000) }
+        }
+        return Double(lower + Int(trace.low % UInt64(upper - lower))) / 1e6
     }
 
     /// A rate within 0...1; NaN is 0.
@@ -165,20 +193,24 @@ public struct TelemetryBufferTracer: Tracer {
     /// sent in the context before that span starts carry the trace, without a span.
     public func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout InstrumentationContext,
                                                      using extractor: Extract) where Extract.Carrier == Carrier {
-        let baggage = extractor.extract(key: TraceHeaders.baggage, from: carrier).map(TraceHeaders.parseBaggage)
-        let state = extractor.extract(key: TraceHeaders.tracestate, from: carrier)
+        let traceparent = extractor.extract(key: TraceHeaders.traceparent, from: carrier).flatMap(TraceHeaders.parseTraceparent)
+        let trace: TraceID, span: SpanID, sampled: Bool?
         if let header = extractor.extract(key: TraceHeaders.sentryTrace, from: carrier),
-           let (trace, span, sampled) = TraceHeaders.parseSentryTrace(header) {
-            // A DSC of another trace is not this one's.
-            let dsc = baggage?.sentry["trace_id"]?.lowercased() == trace.description ? baggage?.sentry ?? [:] : [:]
-            SentrySpanContext.set(SentrySpanContext(traceID: trace, spanID: span, sampled: sampled, dynamicSamplingContext: dsc,
-                                                    foreignBaggage: baggage?.foreign ?? [], traceState: state), in: &context)
-            context.activeTrace = ActiveTrace(traceID: trace)
-        } else if let header = extractor.extract(key: TraceHeaders.traceparent, from: carrier),
-                  let (trace, span, sampled) = TraceHeaders.parseTraceparent(header) {
-            SentrySpanContext.set(SentrySpanContext(traceID: trace, spanID: span, sampled: sampled,
-                                                    foreignBaggage: baggage?.foreign ?? [], traceState: state), in: &context)
-            context.activeTrace = ActiveTrace(traceID: trace)
+           let parsed = TraceHeaders.parseSentryTrace(header) {
+            (trace, span, sampled) = parsed
+        } else if let traceparent {
+            (trace, span, sampled) = traceparent
+        } else {
+            return
         }
+        let baggage = extractor.extract(key: TraceHeaders.baggage, from: carrier).map(TraceHeaders.parseBaggage)
+        // A DSC, or a `tracestate`, of another trace is not this one's.
+        let dsc = baggage?.sentry["trace_id"]?.lowercased() == trace.description ? baggage?.sentry ?? [:] : [:]
+        let state = traceparent?.0 == trace ? extractor.extract(key: TraceHeaders.tracestate, from: carrier) : nil
+        var extracted = SentrySpanContext(traceID: trace, spanID: span, sampled: sampled, dynamicSamplingContext: dsc,
+                                          foreignBaggage: baggage?.foreign ?? [], traceState: state)
+        extracted.head = TraceHead()
+        SentrySpanContext.set(extracted, in: &context)
+        context.activeTrace = ActiveTrace(traceID: trace)
     }
 }

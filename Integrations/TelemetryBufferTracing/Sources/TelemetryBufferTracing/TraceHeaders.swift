@@ -20,10 +20,21 @@ enum TraceHeaders {
         "00-\(span.traceID)-\(span.spanID)-" + (span.sampled == true ? "01" : "00")
     }
 
-    /// The DSC as `sentry-` members, then the foreign members as they came; `nil` when there are none.
+    /// The most members and bytes W3C baggage asks a platform to pass on, and the most this tracer reads
+    /// or writes: whole members only, the first that fit.
+    static let maxBaggageMembers = 64, maxBaggageBytes = 8192
+
+    /// The DSC as `sentry-` members, then the foreign members as they came, as many as fit W3C's limits;
+    /// `nil` when there are none.
     static func baggage(_ span: SentrySpanContext) -> String? {
         let sentry = span.dynamicSamplingContext.sorted { $0.key < $1.key }.map { "sentry-\($0.key)=\(encode($0.value))" }
-        let members = sentry + span.foreignBaggage
+        var members: [String] = [], bytes = 0
+        for member in sentry + span.foreignBaggage where members.count < maxBaggageMembers {
+            let added = member.utf8.count + (members.isEmpty ? 0 : 1)
+            guard bytes + added <= maxBaggageBytes else { continue }
+            members.append(member)
+            bytes += added
+        }
         return members.isEmpty ? nil : members.joined(separator: ",")
     }
 
@@ -31,6 +42,7 @@ enum TraceHeaders {
     static func parseSentryTrace(_ header: String) -> (TraceID, SpanID, Bool?)? {
         let parts = header.trimmingCharacters(in: .whitespaces).split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 2 || parts.count == 3, parts[0].count == 32, parts[1].count == 16,
+              isLowercaseHex(parts[0]), isLowercaseHex(parts[1]),
               let trace = TraceID(String(parts[0])), let span = SpanID(String(parts[1])), trace != TraceID(high: 0, low: 0),
               span != SpanID(0)
         else { return nil }
@@ -45,27 +57,38 @@ enum TraceHeaders {
     /// A `traceparent` header's trace, span and sampled flag; `nil` when malformed (or all-zero IDs).
     static func parseTraceparent(_ header: String) -> (TraceID, SpanID, Bool)? {
         let parts = header.trimmingCharacters(in: .whitespaces).split(separator: "-", omittingEmptySubsequences: false)
-        // Version 00 has exactly four fields; a later version may add more.
+        // Version 00 has exactly four fields; a later version may add more. Hex is lowercase only.
         guard parts.count == 4 || (parts.count > 4 && parts[0] != "00"), parts[0].count == 2, parts[0] != "ff",
-              parts[0].allSatisfy(\.isHexDigit), parts[1].count == 32, parts[2].count == 16,
-              parts[3].count == 2, parts[3].allSatisfy(\.isHexDigit), let flags = UInt8(parts[3], radix: 16),
-              let trace = TraceID(String(parts[1])), let span = SpanID(String(parts[2])),
+              parts[1].count == 32, parts[2].count == 16, parts[3].count == 2, parts[0...3].allSatisfy(isLowercaseHex),
+              let flags = UInt8(parts[3], radix: 16), let trace = TraceID(String(parts[1])), let span = SpanID(String(parts[2])),
               trace != TraceID(high: 0, low: 0), span != SpanID(0)
         else { return nil }
         return (trace, span, flags & 1 == 1)
     }
 
-    /// A `baggage` header's `sentry-` members (prefix removed, values decoded) and its other members.
+    /// `true` for digits and `a`…`f` only: W3C's IDs, and Sentry's parsers, take no uppercase.
+    private static func isLowercaseHex(_ text: Substring) -> Bool {
+        text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+    }
+
+    /// A `baggage` header's `sentry-` members (prefix removed, values decoded) and its other members, the
+    /// first that fit W3C's limits (a hostile header cannot make every envelope of the trace, and every
+    /// request it makes, carry 64 KiB); what is not `key=value` is no member.
     static func parseBaggage(_ header: String) -> (sentry: [String: String], foreign: [String]) {
         var sentry: [String: String] = [:], foreign: [String] = []
+        var members = 0, bytes = 0
         for member in header.split(separator: ",") {
             let trimmed = member.trimmingCharacters(in: .whitespaces)
-            guard !trimmed.isEmpty else { continue }
-            let keyValue = trimmed.split(separator: ";", maxSplits: 1)[0]
-            if keyValue.hasPrefix("sentry-"), let equals = keyValue.firstIndex(of: "=") {
+            let keyValue = trimmed.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            guard let equals = keyValue.firstIndex(of: "="),
+                  !keyValue[..<equals].trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+            let added = trimmed.utf8.count + (members == 0 ? 0 : 1)
+            guard members < maxBaggageMembers, bytes + added <= maxBaggageBytes else { break }
+            (members, bytes) = (members + 1, bytes + added)
+            if keyValue.hasPrefix("sentry-") {
                 let key = keyValue[keyValue.index(keyValue.startIndex, offsetBy: 7)..<equals].trimmingCharacters(in: .whitespaces)
                 let value = keyValue[keyValue.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-                sentry[String(key)] = value.removingPercentEncoding ?? value
+                if !key.isEmpty { sentry[key] = value.removingPercentEncoding ?? value }
             } else {
                 foreign.append(trimmed)
             }

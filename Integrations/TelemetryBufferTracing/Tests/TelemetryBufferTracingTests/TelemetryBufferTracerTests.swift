@@ -155,7 +155,7 @@ final class TelemetryBufferTracerTests: XCTestCase {
     func testAnIncomingSentryTraceIsContinued() throws {
         let tracer = tracer(rate: 0)  // the caller's decision wins over the rate
         let incoming = ["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-1",
-                        "baggage": "other=1,sentry-trace_id=4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6,sentry-sample_rate=0.5,sentry-public_key=caller"]
+                        "baggage": "other=1,sentry-trace_id=4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6,sentry-sample_rate=0.5,sentry-sample_rand=0.25,sentry-public_key=caller"]
         var context = InstrumentationContext.topLevel
         tracer.extract(incoming, into: &context, using: HeaderExtractor())
         var outgoing: [String: String] = [:]
@@ -165,12 +165,12 @@ final class TelemetryBufferTracerTests: XCTestCase {
         let stored = try XCTUnwrap(try storedSpans()["POST /pay"])
         let span = stored.span
         XCTAssertEqual(stored.trace as? [String: String], ["trace_id": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6", "sample_rate": "0.5",
-                                                          "public_key": "caller"], "the envelope carries the caller's DSC")
+                                                          "sample_rand": "0.25", "public_key": "caller"], "the envelope carries the caller's DSC")
         XCTAssertEqual(span["trace_id"] as? String, "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6")
         XCTAssertEqual(span["parent_span_id"] as? String, "9c1d2e3f4a5b6c7d")
         XCTAssertEqual(span["is_segment"] as? Bool, true)
         let baggage = Set((outgoing["baggage"] ?? "").split(separator: ",").map(String.init))
-        XCTAssertEqual(baggage, ["sentry-trace_id=4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6", "sentry-sample_rate=0.5",
+        XCTAssertEqual(baggage, ["sentry-trace_id=4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6", "sentry-sample_rate=0.5", "sentry-sample_rand=0.25",
                                  "sentry-public_key=caller", "other=1"])
     }
 
@@ -311,24 +311,119 @@ final class TelemetryBufferTracerTests: XCTestCase {
         }
     }
 
-    /// A continued trace whose caller sent no DSC gets one that agrees with the caller's decision: for `-0`,
-    /// `sampled=false` with a `sample_rand` at or above the rate; the sampler, when set, sees that decision.
+    /// A continued trace whose caller sent no DSC gets one that agrees with the caller's decision: the rate
+    /// the decision was taken at (1 or 0: the caller's), so that `sample_rand < sample_rate` ⇔ `sampled`
+    /// and Sentry extrapolates nothing; the sampler, when set, sees that decision and decides instead.
     func testAContinuedTraceWithoutADSCGetsOneThatAgreesWithTheDecision() throws {
+        for (flag, localRate, rate) in [("0", 0.3, "0.0"), ("1", 0.0, "1.0"), ("1", 0.3, "1.0")] {
+            var context = InstrumentationContext.topLevel
+            let tracer = tracer(rate: localRate)
+            let trace = String(format: "%032x", Int.random(in: 1..<Int.max))
+            tracer.extract(["sentry-trace": "\(trace)-9c1d2e3f4a5b6c7d-\(flag)"], into: &context, using: HeaderExtractor())
+            var outgoing: [String: String] = [:]
+            tracer.withSpan("job \(flag) \(localRate)", context: context) { tracer.inject($0.context, into: &outgoing, using: HeaderInjector()) }
+            let dsc = TestBaggage.sentry(outgoing["baggage"] ?? "")
+            let label = "-\(flag) at a local rate of \(localRate)"
+            XCTAssertEqual(dsc["sampled"], flag == "1" ? "true" : "false", label)
+            XCTAssertEqual(dsc["sample_rate"], rate, label)
+            let rand = try XCTUnwrap(Double(dsc["sample_rand"] ?? ""), label)
+            XCTAssertEqual(rand < Double(rate)!, flag == "1", label)
+            var stored = try storedSpans()["job \(flag) \(localRate)"]?.trace as? [String: String]
+            stored?["trace_id"] = nil
+            var expected = dsc
+            expected["trace_id"] = nil
+            XCTAssertEqual(stored, flag == "1" ? expected : nil, label)
+        }
         var context = InstrumentationContext.topLevel
-        let tracer = tracer(rate: 0.3)
-        tracer.extract(["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-0"], into: &context, using: HeaderExtractor())
-        var outgoing: [String: String] = [:]
-        tracer.withSpan("job", context: context) { tracer.inject($0.context, into: &outgoing, using: HeaderInjector()) }
-        let dsc = TestBaggage.sentry(outgoing["baggage"] ?? "")
-        XCTAssertEqual(dsc["sampled"], "false")
-        XCTAssertEqual(dsc["sample_rate"], "0.3")
-        XCTAssertGreaterThanOrEqual(Double(dsc["sample_rand"] ?? "") ?? -1, 0.3)
+        tracer().extract(["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-0"], into: &context, using: HeaderExtractor())
         let seen = Locked<[Bool?]>([])
         var options = TelemetryBufferTracer.Options()
         options.tracesSampler = { context in seen.withLock { $0.append(context.parentSampled) }; return 1 }
         TelemetryBufferTracer(buffer: buffer, options: options).withSpan("overridden", context: context) { _ in }
         XCTAssertEqual(seen.withLock { $0 }, [false])
         XCTAssertNotNil(try storedSpans()["overridden"], "the sampler decides")
+    }
+
+    /// A trace continued from a `traceparent` (a proxy that passes W3C headers only, say) keeps the DSC its
+    /// `baggage` carries for that trace, as one continued from `sentry-trace` does.
+    func testATraceparentsTraceKeepsTheCallersDSC() throws {
+        let tracer = tracer(rate: 0)
+        var context = InstrumentationContext.topLevel
+        tracer.extract(["traceparent": "00-4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-01",
+                        "baggage": "sentry-trace_id=4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6,sentry-public_key=caller,sentry-sample_rate=0.5,sentry-sample_rand=0.2,other=1"],
+                       into: &context, using: HeaderExtractor())
+        var outgoing: [String: String] = [:]
+        tracer.withSpan("POST /pay", context: context, ofKind: .server) { tracer.inject($0.context, into: &outgoing, using: HeaderInjector()) }
+        let caller = ["trace_id": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6", "public_key": "caller", "sample_rate": "0.5", "sample_rand": "0.2"]
+        XCTAssertEqual(try storedSpans()["POST /pay"]?.trace as? [String: String], caller, "the envelope carries the caller's DSC")
+        XCTAssertEqual(TestBaggage.sentry(outgoing["baggage"] ?? ""), caller)
+        XCTAssertTrue(outgoing["baggage"]?.hasSuffix(",other=1") == true)
+    }
+
+    /// An incoming DSC without a valid `sample_rand` (older SDKs send none) gets one, derived from the trace
+    /// ID, so that every service of the trace that fills it in decides alike; within the range the caller's
+    /// decision and rate allow (below the rate if sampled, at or above it if not).
+    func testAMissingOrInvalidSampleRandIsFilledFromTheTrace() throws {
+        let trace = "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6"
+        func outgoingDSC(flag: String, rand: String?) -> [String: String] {
+            var context = InstrumentationContext.topLevel
+            let baggage = "sentry-trace_id=\(trace),sentry-sample_rate=0.5" + (rand.map { ",sentry-sample_rand=\($0)" } ?? "")
+            tracer().extract(["sentry-trace": "\(trace)-9c1d2e3f4a5b6c7d" + flag, "baggage": baggage], into: &context, using: HeaderExtractor())
+            var outgoing: [String: String] = [:]
+            tracer().withSpan("job", context: context) { tracer().inject($0.context, into: &outgoing, using: HeaderInjector()) }
+            return TestBaggage.sentry(outgoing["baggage"] ?? "")
+        }
+        let deferred = outgoingDSC(flag: "", rand: nil)
+        XCTAssertNotNil(Double(deferred["sample_rand"] ?? ""), "filled in")
+        XCTAssertEqual(outgoingDSC(flag: "", rand: "1.5")["sample_rand"], deferred["sample_rand"], "the same for the same trace")
+        XCTAssertEqual(outgoingDSC(flag: "", rand: "abc")["sample_rand"], deferred["sample_rand"])
+        XCTAssertLessThan(Double(outgoingDSC(flag: "-1", rand: nil)["sample_rand"] ?? "") ?? 1, 0.5, "agrees with the caller's decision")
+        XCTAssertGreaterThanOrEqual(Double(outgoingDSC(flag: "-0", rand: nil)["sample_rand"] ?? "") ?? 0, 0.5)
+        XCTAssertEqual(outgoingDSC(flag: "-1", rand: "0.7")["sample_rand"], "0.7", "a valid one is kept as it came")
+        XCTAssertEqual(try storedSpans()["job"]?.trace?["sample_rand"] as? String, "0.7")
+    }
+
+    /// Segments started from one extracted context share the trace's decision and DSC: the first one takes
+    /// them (the head of the trace in this process), the next ones follow, as a downstream service would.
+    func testSegmentsOfOneIncomingTraceShareTheFirstOnesDecisionAndDSC() throws {
+        let calls = Locked(0)
+        var options = TelemetryBufferTracer.Options()
+        options.tracesSampler = { _ in calls.withLock { $0 += 1 }; return 1 }
+        let tracer = TelemetryBufferTracer(buffer: buffer, options: options)
+        var context = InstrumentationContext.topLevel
+        tracer.extract(["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d"], into: &context, using: HeaderExtractor())
+        var first: [String: String] = [:], second: [String: String] = [:]
+        tracer.withSpan("first", context: context) { tracer.inject($0.context, into: &first, using: HeaderInjector()) }
+        tracer.withSpan("second", context: context) { tracer.inject($0.context, into: &second, using: HeaderInjector()) }
+        XCTAssertEqual(calls.withLock { $0 }, 1, "decided once")
+        XCTAssertEqual(TestBaggage.sentry(second["baggage"] ?? ""), TestBaggage.sentry(first["baggage"] ?? ""))
+        XCTAssertEqual(TestBaggage.sentry(second["baggage"] ?? "")["transaction"], "first")
+        let spans = try storedSpans()
+        XCTAssertEqual(spans["second"]?.trace?["transaction"] as? String, "first")
+        XCTAssertEqual(spans["first"]?.span["is_segment"] as? Bool, true)
+        XCTAssertEqual(spans["second"]?.span["is_segment"] as? Bool, true)
+    }
+
+    /// A hostile `baggage` goes on within W3C's limits (64 members, 8192 bytes), whole members only, and
+    /// the envelopes carry no more of it; members without a value are not members.
+    func testBaggageIsBoundedToW3CsLimits() throws {
+        let tracer = tracer()
+        let trace = "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6"
+        let members = ["sentry-trace_id=\(trace)", "sentry-sample_rand=0.25", "junk", "sentry-nokey"]
+            + (0..<2000).map { "sentry-x\($0)=" + String(repeating: "v", count: 16) } + (0..<2000).map { "other\($0)=1" }
+        var context = InstrumentationContext.topLevel
+        tracer.extract(["sentry-trace": "\(trace)-9c1d2e3f4a5b6c7d-1", "baggage": members.joined(separator: ",")],
+                       into: &context, using: HeaderExtractor())
+        var outgoing: [String: String] = [:]
+        tracer.withSpan("bounded", context: context) { tracer.inject($0.context, into: &outgoing, using: HeaderInjector()) }
+        let baggage = try XCTUnwrap(outgoing["baggage"])
+        let sent = baggage.split(separator: ",").map(String.init)
+        XCTAssertLessThanOrEqual(baggage.utf8.count, 8192)
+        XCTAssertLessThanOrEqual(sent.count, 64)
+        XCTAssertTrue(sent.allSatisfy { $0.contains("=") }, "\(sent.filter { !$0.contains("=") })")
+        XCTAssertEqual(TestBaggage.sentry(baggage)["sample_rand"], "0.25", "the first members are kept")
+        let header = try XCTUnwrap(try storedSpans()["bounded"]?.trace)
+        XCTAssertLessThanOrEqual(try JSONSerialization.data(withJSONObject: header).count, 8192)
     }
 
     /// An older OpenTelemetry key goes under the registry's; when both are set, only the registry's is sent.
@@ -353,7 +448,8 @@ final class TelemetryBufferTracerTests: XCTestCase {
     }
 
     /// Header edge cases: an uppercase `trace_id` in the baggage is the trace's; a version-00 `traceparent`
-    /// with a fifth field, or flags that are not hex, is malformed.
+    /// with a fifth field, flags that are not hex, uppercase hex, or a version `ff`/uppercase, is malformed
+    /// (W3C), and so is an uppercase `sentry-trace`; a `tracestate` goes on only with its own trace.
     func testHeaderEdgeCases() throws {
         let tracer = tracer()
         var context = InstrumentationContext.topLevel
@@ -361,10 +457,22 @@ final class TelemetryBufferTracerTests: XCTestCase {
                         "baggage": "sentry-trace_id=4F2B8E1C9A7D43E6B0C5D1E2F3A4B5C6, sentry-public_key = caller"],
                        into: &context, using: HeaderExtractor())
         XCTAssertEqual(SentrySpanContext.current(in: context)?.dynamicSamplingContext["public_key"], "caller")
-        for header in ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-+1"] {
+        for header in ["00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-+1",
+                       "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "FF-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x",
+                       "0A-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x"] {
             var other = InstrumentationContext.topLevel
             tracer.extract(["traceparent": header], into: &other, using: HeaderExtractor())
             XCTAssertNil(SentrySpanContext.current(in: other), header)
+        }
+        var upper = InstrumentationContext.topLevel
+        tracer.extract(["sentry-trace": "4F2B8E1C9A7D43E6B0C5D1E2F3A4B5C6-9C1D2E3F4A5B6C7D-1"], into: &upper, using: HeaderExtractor())
+        XCTAssertNil(SentrySpanContext.current(in: upper), "uppercase sentry-trace")
+        for (traceparent, kept) in [("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", false),
+                                    ("00-4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-b7ad6b7169203331-01", true)] {
+            var both = InstrumentationContext.topLevel
+            tracer.extract(["sentry-trace": "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6-9c1d2e3f4a5b6c7d-1", "traceparent": traceparent,
+                            "tracestate": "vendor=x"], into: &both, using: HeaderExtractor())
+            XCTAssertEqual(SentrySpanContext.current(in: both)?.traceState, kept ? "vendor=x" : nil, traceparent)
         }
     }
 }
@@ -374,8 +482,8 @@ enum TestBaggage {
     static func sentry(_ header: String) -> [String: String] {
         var members: [String: String] = [:]
         for member in header.split(separator: ",") where member.hasPrefix("sentry-") {
-            let parts = member.dropFirst("sentry-".count).split(separator: "=", maxSplits: 1)
-            members[String(parts[0])] = String(parts[1]).removingPercentEncoding
+            let parts = member.dropFirst("sentry-".count).split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            members[String(parts[0])] = parts.count == 2 ? String(parts[1]).removingPercentEncoding : "(no value)"
         }
         return members
     }
