@@ -69,7 +69,7 @@ final class TracedServiceTests: XCTestCase {
             try await get(port, "/checkout"),
             try await get(port, "/checkout", headers: [
                 "sentry-trace": "\(incoming.trace)-\(incoming.span)-1",
-                "baggage": "sentry-trace_id=\(incoming.trace),sentry-public_key=caller,sentry-sample_rate=0.5,vendor=x",
+                "baggage": "sentry-trace_id=\(incoming.trace),sentry-public_key=caller,sentry-sample_rate=0.5,sentry-sample_rand=0.25,vendor=x",
             ]),
             try await get(port, "/checkout", headers: ["traceparent": "00-\(unsampled)-b7ad6b7169203331-00"]),
         ]
@@ -99,7 +99,7 @@ final class TracedServiceTests: XCTestCase {
         XCTAssertFalse(spans.contains { $0.item["trace_id"] as? String == unsampled }, "an unsampled trace records no span")
         // The continued trace's envelopes carry the caller's sampling context, as the call propagated it.
         let continued = spans.filter { $0.item["trace_id"] as? String == incoming.trace }
-        XCTAssertTrue(continued.allSatisfy { $0.trace == ["trace_id": incoming.trace, "public_key": "caller", "sample_rate": "0.5"] },
+        XCTAssertTrue(continued.allSatisfy { $0.trace == ["trace_id": incoming.trace, "public_key": "caller", "sample_rate": "0.5", "sample_rand": "0.25"] },
                       "\(continued.map(\.trace))")
 
         // Logs and metrics carry the span they ran in; an unsampled trace's logs still carry its trace.
