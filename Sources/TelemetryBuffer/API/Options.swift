@@ -115,9 +115,9 @@ extension TelemetryBuffer {
         /// Sees each log ``TelemetryBuffer/add(log:)`` takes (at or above ``Options/minimumLogLevel``) before it is
         /// encoded, and returns it, changed or not, or `nil` to drop it (counted as `before_send`). It runs on the
         /// thread that called `add`, so keep it short. It may call `add` (an add of its own, passed through the hook
-        /// again), and ``TelemetryBuffer/flush()-4a48u`` or ``TelemetryBuffer/close()-1o2jv`` from the app's threads;
-        /// an add made on the buffer's background queue (from a custom `Transport`'s `send`) runs the hook there,
-        /// where they run inline.
+        /// again), ``TelemetryBuffer/flush()-4a48u`` and ``TelemetryBuffer/close()-1o2jv``; an add made on the
+        /// buffer's background queue (from a custom `Transport`'s `send`) runs the hook there, where those two
+        /// cannot wait for the forward under way: they queue their work after it and return at once.
         ///
         /// Unlike the protocol's pipeline, the buffer's own attributes (SDK, OS, device, sequence) are
         /// added after the hook, pre-encoded: it does not see them, and it replaces one by setting an

@@ -580,9 +580,13 @@ public final class TelemetryBuffer: Sendable {
 
     /// Forwards everything buffered to the transport and returns once it is stored (on disk with the
     /// default transport: safe from any death of the process; the DoubleRotatingBuffer makes it durable
-    /// against power loss off the wait, within ``Options/ioSyncInterval``).
+    /// against power loss off the wait, within ``Options/ioSyncInterval``). Called on the buffer's background
+    /// queue (a hook of an add a custom `Transport`'s `send` makes), it cannot wait for itself: the forward
+    /// is queued after the one under way, and it returns at once.
     public func flush() {
-        onQueue { scheduler.forwardEverything() }
+        guard !Self.isForkedChild else { return }
+        // Inside the queue's work (a forward calling a transport's `send`): after it, never within it.
+        if isOnQueue { queue.async { [scheduler] in scheduler.forwardEverything() } } else { queue.sync { scheduler.forwardEverything() } }
     }
 
     /// Like ``TelemetryBuffer/flush()-4a48u``, waiting at most `timeout` seconds.
@@ -601,9 +605,10 @@ public final class TelemetryBuffer: Sendable {
         let forward: @Sendable () -> Void = { [scheduler, strategy, parts] in
             Self.forwardEverything(scheduler, strategy, parts, durably: durably)
         }
-        if isOnQueue {
-            forward()
-            return true
+        guard !isOnQueue else {
+            // Inside the queue's work (a forward calling a transport): after it, never within it.
+            queue.async(execute: forward)
+            return false
         }
         let done = DispatchSemaphore(value: 0)
         queue.async {
@@ -642,9 +647,16 @@ public final class TelemetryBuffer: Sendable {
     /// this DSN), forwards everything like ``TelemetryBuffer/flush()-4a48u``, then rejects every later item (each
     /// rejection counted as `buffer_overflow`) and releases the DSN's folder, so a new buffer may open it. It takes
     /// as long as the forward's disk writes, plus at most 2 s for the request and 2 s for pending diagnostics.
-    /// Calling it again does nothing more.
+    /// Calling it again does nothing more. Called on the buffer's background queue (see `flush()`), the forward
+    /// and the rest are queued after the work under way, and it returns before them.
     public func close() {
         guard !Self.isForkedChild else { return }
+        // Inside the queue's work (a forward calling a transport's `send`): after it, never within it.
+        if isOnQueue { queue.async { [self] in closing() } } else { closing() }
+    }
+
+    /// What `close()` does, on any thread but inside the background queue's work.
+    private func closing() {
         // A buffer waiting for the unlock tries once more, so that what it holds is stored; no takeover
         // comes after this one, so the parts read next are the last.
         if let held { onQueue { held.takeOver(); held.seal() } }

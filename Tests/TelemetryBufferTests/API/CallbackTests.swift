@@ -215,6 +215,46 @@ final class BeforeSendTests: XCTestCase {
         box.buffer = nil
     }
 
+    /// A custom transport's `send` that logs (through the buffer) while a hook flushes or closes on such a
+    /// log: the hook runs on the background queue, inside the forward that calls `send`, and its `flush()`
+    /// or `close()` cannot run a forward there (one inside it sent the envelope under way again); each
+    /// envelope goes once, and every log reaches the transport.
+    func testAFlushOrCloseFromAHookOfALogTheTransportAddsSendsNothingTwice() throws {
+        for closes in [false, true] {
+            directory.remove()
+            directory = try TemporaryDirectory()
+            final class Logging: Transport, @unchecked Sendable {
+                let buffer = Locked<TelemetryBuffer?>(nil)
+                let sent = Locked<[String]>([])
+                func send(_ envelope: Envelope) throws {
+                    let bodies = try WalkedEnvelope(envelope.bytes).elements.compactMap { $0["body"] as? String }
+                    let count = sent.withLock { $0.append(contentsOf: bodies); return $0.count }
+                    if count < 6 { buffer.withLock { $0 }?.add(log: .test("sent \(count)")) }
+                }
+            }
+            let transport = Logging()
+            let buffer = try TelemetryBuffer(options: testOptions(directory) {
+                $0.transport = transport
+                $0.maxLogsPerBatch = 1
+                $0.beforeSendLog = { [transport] log in
+                    if log.body.hasPrefix("sent") {
+                        if closes { transport.buffer.withLock { $0 }?.close() } else { transport.buffer.withLock { $0 }?.flush() }
+                    }
+                    return log
+                }
+            })
+            transport.buffer.withLock { $0 = buffer }
+            buffer.add(log: .test("first"))
+            buffer.flush()
+            buffer.close()
+            transport.buffer.withLock { $0 = nil }
+            let sent = transport.sent.withLock { $0 }
+            XCTAssertEqual(sent.count, Set(sent).count, "closes: \(closes): none twice: \(sent)")
+            XCTAssertTrue(sent.contains("first") && sent.contains("sent 1"), "closes: \(closes): \(sent)")
+            if !closes { XCTAssertEqual(Set(sent), Set(["first"] + (1...5).map { "sent \($0)" }), "every log reached the transport") }
+        }
+    }
+
     /// A log the hook drops takes no `sentry.timestamp.sequence` number: the next one sent keeps its place.
     func testADroppedLogTakesNoSequenceNumber() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) {
