@@ -512,7 +512,35 @@ void tb_crash_test_pause(const char *path, int pause_ms, int when_owned) {
 }
 #endif
 
-static void mark_forked_child(void) { __atomic_store_n(&tb_forked_child, 1, __ATOMIC_RELAXED); }
+/// The lock files' descriptors (`FolderLock`), each + 1 (0: a free slot). An `flock` belongs to the open
+/// file, which a forked child shares: a child that lives on would keep the parent's folder locked after the
+/// parent released it (a new buffer there, or the next start after a crash, failed with `folderInUse`).
+static int folder_locks[64];
+
+void tb_folder_lock_register(int fd) {
+    tb_fork_guard_install();
+    for (size_t index = 0; index < sizeof folder_locks / sizeof *folder_locks; index++) {
+        int free_slot = 0;
+        if (__atomic_compare_exchange_n(&folder_locks[index], &free_slot, fd + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
+    }
+}
+
+void tb_folder_lock_unregister(int fd) {
+    for (size_t index = 0; index < sizeof folder_locks / sizeof *folder_locks; index++) {
+        int held = fd + 1;
+        if (__atomic_compare_exchange_n(&folder_locks[index], &held, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
+    }
+}
+
+/// In the child of a `fork()`: marks it, and closes its copies of the lock files' descriptors (`close` is
+/// async-signal-safe; the parent's keep their locks).
+static void mark_forked_child(void) {
+    __atomic_store_n(&tb_forked_child, 1, __ATOMIC_RELAXED);
+    for (size_t index = 0; index < sizeof folder_locks / sizeof *folder_locks; index++) {
+        int held = __atomic_exchange_n(&folder_locks[index], 0, __ATOMIC_ACQ_REL);
+        if (held > 0) close(held - 1);
+    }
+}
 
 static void register_fork_hook(void) { pthread_atfork(NULL, NULL, mark_forked_child); }
 

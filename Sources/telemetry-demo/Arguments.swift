@@ -17,7 +17,7 @@ struct Arguments {
                telemetry-demo upload  --dir D --dsn DSN [--timeout S]
                telemetry-demo crash   --kind K [--dir D] [--strategy S] [--after N] [--spans] [--metrics]
                                       [--previous-handler] [--second-dsn DSN] [--sigterm] [--linger-us N]
-                                      [--when-held] [--survive-first [--then-pace-us N]] [--fork-child] [--previous-closes]
+                                      [--when-held] [--survive-first [--then-pace-us N]] [--fork-child [--child-exits]] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
                                       [--helpers H] [--crash-while-crashing] [--survive-then-register]
                                       [--reporter before|after] [--io-sync-ms N] [--pace-us N]
@@ -32,7 +32,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if ["spans", "metrics", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal", "exit-holding"].contains(name) {
+            if ["spans", "metrics", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "child-exits", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal", "exit-holding"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {
                 values[name] = value

@@ -118,7 +118,7 @@ enum Crash {
             }
         }
         if arguments.flag("when-held") { try awaitHeldFailpoint() }
-        if arguments.flag("fork-child") { forkChild(buffers, trace: trace) }
+        if arguments.flag("fork-child") { buffers = forkChild(buffers, trace: trace, exits: arguments.flag("child-exits")) }
         if arguments.flag("crash-while-crashing") {
             // Another thread crashes; once it has taken the handler and before it writes (failpoint
             // crash.handler-owned:hold), this one dies too.
@@ -255,13 +255,28 @@ enum Crash {
 
     /// `fork()`s a child that adds five logs `child <n>` (printing `child add true|false`), then crashes; the
     /// parent waits for it (at most 20 s: then it prints `child hung`, kills it) and prints `child status <status>`.
-    private static func forkChild(_ buffers: [TelemetryBuffer], trace: TraceID) {
+    /// With `exits`, the child tries to create a buffer of its own (printing `child init ok`, or
+    /// `child init forkedChild`, the error it should get), and lives on while the parent closes its buffers
+    /// and opens them again (printing `reopened while the child lives: ok` or the error), then exits
+    /// gracefully (`exit(0)`, which runs the `atexit` hooks); the parent goes on with the buffers it opened
+    /// again.
+    private static func forkChild(_ buffers: [TelemetryBuffer], trace: TraceID, exits: Bool) -> [TelemetryBuffer] {
         // Everything the child needs is made before the fork: in the child, Swift code that looks up
         // metadata or a conformance for the first time takes a lock of the runtime, which a thread that held
         // it at the fork (the buffer's background queue) never releases there. The child only calls `add`,
         // which returns before any such work in the child of a fork, and C.
         let logs = (0..<5).map { Log(level: .info, body: "child \($0)", traceID: trace) }
         let lines: [UnsafeMutablePointer<CChar>] = ["child add false\n", "child add true\n"].map { (text: String) in strdup(text)! }
+        var ends: [Int32] = [0, 0]
+        guard !exits || pipe(&ends) == 0 else { fatalError("pipe: \(errno)") }
+        let (readEnd, writeEnd) = (ends[0], ends[1])
+        // A buffer the child tries to create (in a folder of its own), and its answers; the error's cast is
+        // looked up once here, not first in the child.
+        var own = buffers[0].options
+        own.cacheDirectory = own.cacheDirectory.appendingPathComponent("child")
+        let created: [UnsafeMutablePointer<CChar>] = ["child init ok\n", "child init forkedChild\n", "child init failed otherwise\n"]
+            .map { (text: String) in strdup(text)! }
+        do { _ = try TelemetryBuffer(options: Options(dsn: "")) } catch { _ = (error as? TelemetryBufferError)?.code == .forkedChild }
         let child = tb_demo_fork()
         if child == 0 {
             for log in logs {
@@ -269,7 +284,27 @@ enum Crash {
                 for buffer in buffers where !buffer.add(log: log) { held = false }
                 tb_demo_say(lines[held ? 1 : 0])
             }
-            tb_demo_fault()
+            guard exits else { tb_demo_fault(); return [] }
+            do {
+                _ = try TelemetryBuffer(options: own)
+                tb_demo_say(created[0])
+            } catch {
+                tb_demo_say(created[(error as? TelemetryBufferError)?.code == .forkedChild ? 1 : 2])
+            }
+            close(writeEnd)
+            tb_demo_wait_then_exit(readEnd)
+        }
+        var reopened = buffers
+        if exits {
+            close(readEnd)
+            for buffer in buffers { buffer.close() }
+            do {
+                reopened = try buffers.map { try TelemetryBuffer(options: $0.options) }
+                FileHandle.standardOutput.write(Data("reopened while the child lives: ok\n".utf8))
+            } catch {
+                FileHandle.standardOutput.write(Data("reopened while the child lives: \(error)\n".utf8))
+            }
+            close(writeEnd)
         }
         // A child that hangs (a lock another thread held at the fork, in code the child runs) would keep the
         // test's pipes open: after 20 s it is killed, saying where it waited.
@@ -287,6 +322,7 @@ enum Crash {
             FileHandle.standardOutput.write(Data("child hung (waiting in \(waiting))\n".utf8))
         }
         FileHandle.standardOutput.write(Data("child status \(status)\n".utf8))
+        return reopened
     }
 
     /// A handler installed before the buffer's that returns the first time (the process survives the

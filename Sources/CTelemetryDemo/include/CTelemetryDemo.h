@@ -15,4 +15,8 @@ void tb_demo_say(const char *text);
 /// Stores through a null pointer (a SIGSEGV at this instruction), likewise for the child of a `fork()`.
 void tb_demo_fault(void);
 
+/// Reads `fd` until its end (the parent closed the pipe's other end), then calls `exit(0)`, which runs the
+/// `atexit` hooks: for the child of a `fork()` that lives on, then exits gracefully.
+void tb_demo_wait_then_exit(int fd);
+
 #endif

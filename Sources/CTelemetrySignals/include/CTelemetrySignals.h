@@ -107,6 +107,11 @@ static inline int tb_in_forked_child(void) { return __atomic_load_n(&tb_forked_c
 /// Registers the `fork()` hook that sets `tb_forked_child` (once per process).
 void tb_fork_guard_install(void);
 
+/// Registers a folder lock's descriptor, which the child of a `fork()` closes (at most 64 at a time; more
+/// are not closed there), and forgets it before the descriptor is closed.
+void tb_folder_lock_register(int fd);
+void tb_folder_lock_unregister(int fd);
+
 enum {
     /// Buffers the handler can serve at once (one per DSN).
     TB_CRASH_MAX_TARGETS = 8,

@@ -22,6 +22,8 @@ struct BufferAssembly: Sendable {
 
     /// Validates `options` and builds what needs no file.
     init(_ options: Options) throws {
+        // Its buffers would take nothing (they cannot tell the child's from those it inherited): a clear error.
+        guard !TelemetryBuffer.isForkedChild else { throw TelemetryBufferError.forkedChild }
         try options.validate()
         tb_fork_guard_install()
         self.options = options

@@ -46,7 +46,8 @@ struct Diagnostics: Sendable {
     /// Waits (at most `timeout` seconds) until every diagnostic reported so far has been handled, unless
     /// called from a handler; `close()` and a graceful exit do, so that nothing reported is lost.
     static func drain(timeout: Double = 2) {
-        guard DispatchQueue.getSpecific(key: onQueue) == nil else { return }
+        // In a forked child the queue's thread is the parent's: nothing queued there would run.
+        guard DispatchQueue.getSpecific(key: onQueue) == nil, !TelemetryBuffer.isForkedChild else { return }
         let done = DispatchSemaphore(value: 0)
         queue.async { done.signal() }
         _ = done.wait(timeout: .now() + timeout)

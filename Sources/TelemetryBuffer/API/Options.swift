@@ -76,7 +76,8 @@ extension TelemetryBuffer {
         /// process ignores is not hooked.
         public var crashDetection = true
         /// Whether SIGTERM counts as a detected termination too (items saved, then the previous action,
-        /// by default the process ends). Off by default: many apps handle SIGTERM themselves.
+        /// by default the process ends). Off by default: many apps handle SIGTERM themselves (outside signal
+        /// context, such as with a `DispatchSource`, if they call the buffer: see <doc:CrashDetection>).
         public var handleSIGTERM = false
         /// Whether stored envelopes are sent to the DSN's server (with the default transport). Turn it off to
         /// keep envelopes on disk only.

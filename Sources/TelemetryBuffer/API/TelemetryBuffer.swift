@@ -88,8 +88,9 @@ public final class TelemetryBuffer: Sendable {
     ///
     /// - Parameter options: What the buffer sends where, and how it keeps it; validated here.
     /// - Throws: ``TelemetryBufferError`` for an invalid DSN, an option out of range, an unusable cache
-    ///   directory, a buffer folder already in use by another buffer, or a file that cannot be created
-    ///   (a full disk fails here, never later). Not while the device's protected data is unavailable
+    ///   directory, a buffer folder already in use by another buffer, a file that cannot be created
+    ///   (a full disk fails here, never later), or in the child of a `fork()` of a process that created a
+    ///   buffer (``TelemetryBufferError/Code/forkedChild``). Not while the device's protected data is unavailable
     ///   (an iPhone not unlocked since it restarted): the buffer then holds items in memory (one batch's
     ///   worth) and opens its folder at the first forward after the unlock. See <doc:ApplePlatforms>.
     public init(options: Options) throws {
@@ -224,6 +225,8 @@ public final class TelemetryBuffer: Sendable {
     private var opened: FolderParts? { parts.withLock { $0 } }
 
     deinit {
+        // Released in a forked child: its queues' threads and its folder are the parent's.
+        guard !Self.isForkedChild else { return }
         let opened = opened
         opened?.network?.cancel()
         scheduler.cancel()

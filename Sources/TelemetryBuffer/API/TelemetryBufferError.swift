@@ -8,6 +8,7 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Hashable, Sendable {
             case invalidDSN, invalidOption, unusableCacheDirectory, fileSystem, folderInUse, crashHandlerUnavailable, closed
+            case forkedChild
         }
 
         private let kind: Kind
@@ -31,6 +32,10 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
         /// The buffer was closed, and its folder (`path`) may be another buffer's by now: ask a buffer open on
         /// the DSN.
         public static let closed = Code(.closed)
+
+        /// The process is the child of a `fork()` (without `exec`) of one that created a buffer: a buffer there
+        /// would take nothing (see the Crash detection article); create buffers in the parent, or after `exec`.
+        public static let forkedChild = Code(.forkedChild)
 
         /// The code's name, as written in Swift (`invalidDSN`).
         public var description: String { kind.rawValue }
@@ -90,6 +95,9 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
     static func closed(path: String) -> Self {
         Self(.closed, reason: "the buffer is closed", path: path)
     }
+
+    static let forkedChild = Self(
+        .forkedChild, reason: "this process is the child of a fork() (without exec) of one that created a buffer, whose files and threads it shares")
 
     /// A sentence naming the problem and the value at fault.
     public var description: String {

@@ -51,6 +51,8 @@ enum LiveBuffers {
 
     private static let installHooks: Void = {
         atexit {
+            // A forked child's exit: nothing here is its own, and its queues' threads are the parent's.
+            guard !TelemetryBuffer.isForkedChild else { return }
             LiveBuffers.flushEach(within: LiveBuffers.exitTimeout)
             LiveBuffers.awaitReleases()
             Diagnostics.drain()

@@ -1,9 +1,12 @@
+import CTelemetrySignals
 import Foundation
 
 /// An exclusive advisory lock (`flock`) on a folder's `lock` file, held for the owner's lifetime.
 ///
 /// A second holder, in this process or another, fails at once with `TelemetryBufferError.folderInUse`
-/// instead of writing into the same buffer files. The kernel releases the lock when the process dies.
+/// instead of writing into the same buffer files. The kernel releases the lock when the process dies, and
+/// the child of a `fork()` closes its copy of the descriptor at once (`tb_folder_lock_register`), so that it
+/// never keeps the lock after the parent released it.
 final class FolderLock {
     private var fd: FileDescriptor?
 
@@ -21,12 +24,16 @@ final class FolderLock {
             if code == EWOULDBLOCK { throw TelemetryBufferError.folderInUse(path: folder) }
             throw TelemetryBufferError.fileSystem(operation: "flock", path: path, errno: code)
         }
+        tb_folder_lock_register(fd.rawValue)
     }
 
-    /// Releases the lock (closing the descriptor releases it); later calls do nothing.
+    /// Releases the lock (closing the descriptor releases it); later calls do nothing, and so does a call in
+    /// the child of a `fork()`, which closed its copy already (the number may be another file's by now).
     func release() {
-        fd?.close()
-        fd = nil
+        guard let fd, tb_in_forked_child() == 0 else { return }
+        tb_folder_lock_unregister(fd.rawValue)
+        fd.close()
+        self.fd = nil
     }
 
     deinit { release() }

@@ -281,6 +281,32 @@ final class CrashTests: XCTestCase {
         }
     }
 
+    /// A forked child that lives on, then exits gracefully (`exit(0)`): meanwhile the parent closes its
+    /// buffers and opens them again (the child closed its copy of the folder lock's descriptor, which kept
+    /// the folder locked while it lived), a buffer the child creates fails clearly (it would take nothing),
+    /// and the child's exit does none of the parent's work; every item arrives once.
+    func testAForkedChildThatLivesOnNeitherHoldsTheFolderNorWorksAtItsExit() throws {
+        for strategy in Options.Strategy.allCases {
+            let folder = try TemporaryDirectory()
+            directory.remove()
+            directory = folder
+            defer { folder.remove() }
+            let run = try Demo.run(["crash", "--kind", "abort", "--dir", directory.url.path, "--strategy", strategy.rawValue,
+                                    "--after", "60", "--spans", "--max-envelopes", "100000", "--fork-child", "--child-exits"],
+                                   backtrace: false)
+            XCTAssertEqual(run.status, -SIGABRT, "\(strategy): \(run.errors.suffix(500))")
+            XCTAssertTrue(run.lines.contains("reopened while the child lives: ok"), "\(strategy): \(run.lines.filter { $0.hasPrefix("reopened") })")
+            let child = run.lines.filter { $0.hasPrefix("child ") }
+            XCTAssertEqual(child.filter { $0.hasPrefix("child add") }, Array(repeating: "child add false", count: 5), "\(strategy)")
+            XCTAssertEqual(child.filter { $0.hasPrefix("child init") }, ["child init forkedChild"], "\(strategy): a clear error")
+            XCTAssertEqual(child.filter { $0.hasPrefix("child status") || $0.hasPrefix("child hung") }, ["child status 0"],
+                           "\(strategy): the child exited by itself, gracefully")
+            var parent = run
+            parent.output = run.lines.filter { !$0.hasPrefix("child ") && !$0.hasPrefix("reopened ") }.map { $0 + "\n" }.joined()
+            try assertRecoveredExactlyOnce(parent, count: 60, "\(strategy) with a forked child that exits")
+        }
+    }
+
     /// A buffer closed and released on one thread while another thread's crash handler holds its
     /// registration (failpoint `crash.handler:hold` pauses the handler): `close()` waits for the handler,
     /// which then writes into the buffer's own folder, never into one that took the descriptor's number.
