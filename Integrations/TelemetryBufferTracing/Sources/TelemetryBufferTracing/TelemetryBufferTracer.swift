@@ -98,7 +98,8 @@ public struct TelemetryBufferTracer: Tracer {
     /// A segment's sampling decision, and the trace's DSC. The sampler decides when set (seeing the caller's
     /// decision), else the caller's decision, else the rate, against the trace's `sample_rand`: the caller's,
     /// else one derived from the trace ID, so that every process of the trace that derives one decides alike.
-    /// An incoming DSC is kept as it came (its `sample_rand` filled in if it had none that is valid); else the
+    /// An incoming DSC is kept as it came (its `sample_rand` filled in if it had none that is valid), even
+    /// where this process decides (a sampler, a caller that deferred): the trace's head fixes it. Else the
     /// DSC is this segment's, at the rate the decision was taken (the caller's decision stands for 1 or 0).
     private func decide(_ traceID: TraceID, parent: SentrySpanContext?, operationName: String,
                         kind: SpanKind) -> (sampled: Bool, dsc: [String: String]) {
@@ -142,7 +143,11 @@ public struct TelemetryBufferTracer: Tracer {
     private static func sampleRand(of trace: TraceID, agreeingWith sampled: Bool?, at rate: Double?) -> Double {
         var (lower, upper) = (0, 1_000_000)
         if let sampled, let rate, rate >= 0, rate <= 1 {
-            let boundary = Int((rate * 1e6).rounded(.up))  // k < rate × 10⁶ ⇔ k < boundary
+            // The first k whose k / 10⁶ (the value compared, and the one its 6 decimals parse back to) is not
+            // below the rate: the product rounds either way, so the candidates are checked as compared.
+            var boundary = Int((rate * 1e6).rounded(.up))
+            while boundary > 0, Double(boundary - 1) / 1e6 >= rate { boundary -= 1 }
+            while boundary < 1_000_000, Double(boundary) / 1e6 < rate { boundary += 1 }
             (lower, upper) = sampled ? (0, boundary) : (boundary, 1_000_000)
             if lower >= upper { (lower, upper) = (0, 1_000_000) }
         }
@@ -153,11 +158,11 @@ public struct TelemetryBufferTracer: Tracer {
     private static func clamped(_ rate: Double) -> Double { rate.isNaN ? 0 : min(max(rate, 0), 1) }
 
     /// The DSC this process starts a trace with: its DSN's public key and organization, release,
-    /// environment and the segment's name, if given. `sample_rand` is cut (not rounded) to 6 decimals, so
-    /// that it stays below 1 and on the side of the rate it was drawn on.
+    /// environment and the segment's name, if given. `sample_rand` is a whole number of millionths, which
+    /// 6 decimals write exactly.
     private func ownDynamicSamplingContext(_ traceID: TraceID, sampleRand: Double, sampled: Bool, rate: Double,
                                            transaction: String?) -> [String: String] {
-        var dsc = ["trace_id": traceID.description, "sample_rand": String(format: "%.6f", (sampleRand * 1e6).rounded(.down) / 1e6),
+        var dsc = ["trace_id": traceID.description, "sample_rand": String(format: "%.6f", sampleRand),
                    "sampled": sampled ? "true" : "false", "sample_rate": String(rate)]
         if let transaction { dsc["transaction"] = transaction }
         let dsn = URLComponents(string: buffer.options.dsn)

@@ -21,7 +21,7 @@ enum TraceHeaders {
     }
 
     /// The most members and bytes W3C baggage asks a platform to pass on, and the most this tracer reads
-    /// or writes: whole members only, the first that fit.
+    /// or writes: whole members only, those that fit in order.
     static let maxBaggageMembers = 64, maxBaggageBytes = 8192
 
     /// The DSC as `sentry-` members, then the foreign members as they came, as many as fit W3C's limits;
@@ -71,8 +71,8 @@ enum TraceHeaders {
         text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
     }
 
-    /// A `baggage` header's `sentry-` members (prefix removed, values decoded) and its other members, the
-    /// first that fit W3C's limits (a hostile header cannot make every envelope of the trace, and every
+    /// A `baggage` header's `sentry-` members (prefix removed, values decoded) and its other members, those
+    /// that fit W3C's limits in order (a hostile header cannot make every envelope of the trace, and every
     /// request it makes, carry 64 KiB); what is not `key=value` is no member.
     static func parseBaggage(_ header: String) -> (sentry: [String: String], foreign: [String]) {
         var sentry: [String: String] = [:], foreign: [String] = []
@@ -82,8 +82,9 @@ enum TraceHeaders {
             let keyValue = trimmed.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0]
             guard let equals = keyValue.firstIndex(of: "="),
                   !keyValue[..<equals].trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+            guard members < maxBaggageMembers else { break }
             let added = trimmed.utf8.count + (members == 0 ? 0 : 1)
-            guard members < maxBaggageMembers, bytes + added <= maxBaggageBytes else { break }
+            guard bytes + added <= maxBaggageBytes else { continue }  // a later, smaller one may fit
             (members, bytes) = (members + 1, bytes + added)
             if keyValue.hasPrefix("sentry-") {
                 let key = keyValue[keyValue.index(keyValue.startIndex, offsetBy: 7)..<equals].trimmingCharacters(in: .whitespaces)

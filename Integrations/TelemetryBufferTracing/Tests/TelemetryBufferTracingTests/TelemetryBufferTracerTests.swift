@@ -383,6 +383,28 @@ final class TelemetryBufferTracerTests: XCTestCase {
         XCTAssertEqual(try storedSpans()["job"]?.trace?["sample_rand"] as? String, "0.7")
     }
 
+    /// `sample_rand < sample_rate` ⇔ `sampled` holds at rates whose product with 10⁶ rounds up (0.0079 ×
+    /// 10⁶ = 7900.000000000001) and for derived values that a cut to 6 decimals lowered (249 / 10⁶ × 10⁶ =
+    /// 248.99999999999997): trace IDs chosen to draw exactly those.
+    func testTheDerivedSampleRandAgreesWithTheDecisionAtAwkwardRates() throws {
+        var context = InstrumentationContext.topLevel
+        let sampled = TraceID(high: 1, low: 7900)  // drawn from [0, boundary): 7900 if the boundary were 7901
+        tracer().extract(["sentry-trace": "\(sampled)-9c1d2e3f4a5b6c7d-1", "baggage": "sentry-trace_id=\(sampled),sentry-sample_rate=0.0079"],
+                         into: &context, using: HeaderExtractor())
+        var outgoing: [String: String] = [:]
+        tracer().withSpan("sampled", context: context) { tracer().inject($0.context, into: &outgoing, using: HeaderInjector()) }
+        XCTAssertLessThan(Double(TestBaggage.sentry(outgoing["baggage"] ?? "")["sample_rand"] ?? "") ?? 1, 0.0079)
+
+        var own = InstrumentationContext.topLevel
+        let cut = TraceID(high: 1, low: 249)  // drawn from [0, 10⁶): 249
+        tracer(rate: 0.000249).extract(["sentry-trace": "\(cut)-9c1d2e3f4a5b6c7d"], into: &own, using: HeaderExtractor())
+        var ownOutgoing: [String: String] = [:]
+        tracer(rate: 0.000249).withSpan("own", context: own) { tracer().inject($0.context, into: &ownOutgoing, using: HeaderInjector()) }
+        let dsc = TestBaggage.sentry(ownOutgoing["baggage"] ?? "")
+        XCTAssertEqual(dsc["sampled"], "false")
+        XCTAssertEqual(dsc["sample_rand"], "0.000249", "the value decided on, not one below it")
+    }
+
     /// Segments started from one extracted context share the trace's decision and DSC: the first one takes
     /// them (the head of the trace in this process), the next ones follow, as a downstream service would.
     func testSegmentsOfOneIncomingTraceShareTheFirstOnesDecisionAndDSC() throws {
@@ -424,6 +446,13 @@ final class TelemetryBufferTracerTests: XCTestCase {
         XCTAssertEqual(TestBaggage.sentry(baggage)["sample_rand"], "0.25", "the first members are kept")
         let header = try XCTUnwrap(try storedSpans()["bounded"]?.trace)
         XCTAssertLessThanOrEqual(try JSONSerialization.data(withJSONObject: header).count, 8192)
+
+        // A member too large to fit does not take the ones after it along.
+        var large = InstrumentationContext.topLevel
+        tracer.extract(["sentry-trace": "\(trace)-9c1d2e3f4a5b6c7d-1",
+                        "baggage": "vendor=" + String(repeating: "v", count: 8190) + ",sentry-trace_id=\(trace),sentry-public_key=caller"],
+                       into: &large, using: HeaderExtractor())
+        XCTAssertEqual(SentrySpanContext.current(in: large)?.dynamicSamplingContext["public_key"], "caller")
     }
 
     /// An older OpenTelemetry key goes under the registry's; when both are set, only the registry's is sent.
