@@ -516,9 +516,20 @@ void tb_crash_test_pause(const char *path, int pause_ms, int when_owned) {
 /// file, which a forked child shares: a child that lives on would keep the parent's folder locked after the
 /// parent released it (a new buffer there, or the next start after a crash, failed with `folderInUse`).
 static int folder_locks[64];
+/// Held from a lock file's `open` to its registration, and from its unregistration to its `close`, and
+/// across `fork()` (the hook's prepare step): a fork in between left the child a copy no one closed.
+static pthread_mutex_t folder_locks_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static void tb_folder_locks_hold_raw(void) { pthread_mutex_lock(&folder_locks_mutex); }
+
+void tb_folder_locks_hold(void) {
+    tb_fork_guard_install();
+    pthread_mutex_lock(&folder_locks_mutex);
+}
+
+void tb_folder_locks_release(void) { pthread_mutex_unlock(&folder_locks_mutex); }
 
 void tb_folder_lock_register(int fd) {
-    tb_fork_guard_install();
     for (size_t index = 0; index < sizeof folder_locks / sizeof *folder_locks; index++) {
         int free_slot = 0;
         if (__atomic_compare_exchange_n(&folder_locks[index], &free_slot, fd + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return;
@@ -540,9 +551,14 @@ static void mark_forked_child(void) {
         int held = __atomic_exchange_n(&folder_locks[index], 0, __ATOMIC_ACQ_REL);
         if (held > 0) close(held - 1);
     }
+    pthread_mutex_unlock(&folder_locks_mutex);  // taken by the forking thread, which the child's is
 }
 
-static void register_fork_hook(void) { pthread_atfork(NULL, NULL, mark_forked_child); }
+static void release_in_parent(void) { pthread_mutex_unlock(&folder_locks_mutex); }
+
+static void register_fork_hook(void) {
+    pthread_atfork(tb_folder_locks_hold_raw, release_in_parent, mark_forked_child);
+}
 
 void tb_fork_guard_install(void) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -108,7 +108,11 @@ static inline int tb_in_forked_child(void) { return __atomic_load_n(&tb_forked_c
 void tb_fork_guard_install(void);
 
 /// Registers a folder lock's descriptor, which the child of a `fork()` closes (at most 64 at a time; more
-/// are not closed there), and forgets it before the descriptor is closed.
+/// are not closed there), and forgets it before the descriptor is closed: each between `tb_folder_locks_hold`
+/// (before the `open`, or the unregistration) and `tb_folder_locks_release` (after the registration, or the
+/// `close`), which `fork()` waits for.
+void tb_folder_locks_hold(void);
+void tb_folder_locks_release(void);
 void tb_folder_lock_register(int fd);
 void tb_folder_lock_unregister(int fd);
 

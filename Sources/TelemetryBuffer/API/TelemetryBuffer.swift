@@ -27,7 +27,8 @@ public final class TelemetryBuffer: Sendable {
     /// A buffer created before the device's first unlock recovers once it opens its folder: until then
     /// this returns at once, with nothing found.
     public var recovery: RecoveryReport {
-        if held?.started != nil || held == nil { recovering.wait() }
+        // In a forked child the queue that recovers is the parent's: nothing there would end the wait.
+        if (held?.started != nil || held == nil) && !Self.isForkedChild { recovering.wait() }
         return recovered.withLock { $0 }
     }
     /// The folder the default `FileTransport` stores envelopes in: `<directory>/envelopes`.
@@ -225,8 +226,14 @@ public final class TelemetryBuffer: Sendable {
     private var opened: FolderParts? { parts.withLock { $0 } }
 
     deinit {
-        // Released in a forked child: its queues' threads and its folder are the parent's.
-        guard !Self.isForkedChild else { return }
+        // Released in a forked child: its queues' threads and its folder are the parent's. What holds the
+        // parent's descriptors is kept (never freed): freed, it would close numbers the child may have
+        // given to files of its own since.
+        guard !Self.isForkedChild else {
+            _ = Unmanaged.passRetained(parts)
+            _ = Unmanaged.passRetained(strategy as AnyObject)
+            return
+        }
         let opened = opened
         opened?.network?.cancel()
         scheduler.cancel()
@@ -595,9 +602,17 @@ public final class TelemetryBuffer: Sendable {
     /// Like ``TelemetryBuffer/flush()-4a48u``, waiting at most `timeout` seconds.
     ///
     /// - Parameter timeout: The longest wait, in seconds (0 or less: do not wait).
-    /// - Returns: `true` if the forward finished in time; `false` if it is still running in the background.
+    /// - Returns: `true` if the forward finished in time; `false` if it is still running in the background
+    ///   (at once on the buffer's background queue, as for `flush()`).
     @discardableResult
-    public func flush(timeout: TimeInterval) -> Bool { flush(timeout: timeout, durably: false) }
+    public func flush(timeout: TimeInterval) -> Bool {
+        // Inside the queue's work (a forward calling a transport's `send`): after it, never within it.
+        guard !isOnQueue else {
+            queue.async { [scheduler] in scheduler.forwardEverything() }
+            return false
+        }
+        return flush(timeout: timeout, durably: false)
+    }
 
     /// Like `flush(timeout:)`, with `durably` also waiting, within the same `timeout`, until what the
     /// forward published is durable against power loss (the DoubleRotatingBuffer syncs it a moment later,
@@ -608,10 +623,11 @@ public final class TelemetryBuffer: Sendable {
         let forward: @Sendable () -> Void = { [scheduler, strategy, parts] in
             Self.forwardEverything(scheduler, strategy, parts, durably: durably)
         }
-        guard !isOnQueue else {
-            // Inside the queue's work (a forward calling a transport): after it, never within it.
-            queue.async(execute: forward)
-            return false
+        if isOnQueue {
+            // `exit()` called inside the queue's work (a transport's `send`): the process ends, so a forward
+            // inside the one under way (which may send its envelope again) rather than losing what memory holds.
+            forward()
+            return true
         }
         let done = DispatchSemaphore(value: 0)
         queue.async {
