@@ -12,8 +12,9 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
     private let name: String
     /// The dimensions as attributes, made once.
     private let attributes: Attributes
-    /// The label and dimensions: a meter's series in `MeterValues`.
-    private let series: String
+    /// The label and dimensions as Sentry sees them (in any order, a repeated key's last value): a meter's
+    /// series in `MeterValues`.
+    let series: String
     private let factory: TelemetryBufferMetricsFactory
     private let lock = NSLock()
     /// A timer's unit (its preferred display unit); `nil` for other metrics.
@@ -26,7 +27,8 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
         var attributes = Attributes()
         for (key, value) in dimensions { attributes[key] = .string(value) }
         self.attributes = attributes
-        series = ([name] + dimensions.flatMap { [$0.0, $0.1] }).joined(separator: "\u{0}")
+        let sorted = Dictionary(dimensions, uniquingKeysWith: { $1 }).sorted { $0.key < $1.key }
+        series = ([name] + sorted.flatMap { [$0.key, $0.value] }).joined(separator: "\u{0}")
         self.factory = factory
         self.unit = unit
     }
@@ -51,12 +53,12 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
     }
 
     func increment(by amount: Double) {
-        // A meter's increment moves its value; a counter's is the value.
+        // A meter's increment moves its value; a counter's is the value (NaN or infinite: dropped, counted).
         guard kind == .gauge else {
-            if amount > 0 { send(.double(amount)) }  // NaN is not above 0 either
+            if amount > 0 || !amount.isFinite { send(.double(amount)) }
             return
         }
-        move { $0 + amount }
+        step(amount) { $0 + amount }
     }
 
     /// Sends nothing: a counter's values are increments, which Sentry sums.
@@ -68,7 +70,14 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
 
     func set(_ value: Double) { move { _ in value } }
 
-    func decrement(by amount: Double) { move { $0 - amount } }
+    func decrement(by amount: Double) { step(amount) { $0 - amount } }
+
+    /// Moves a meter by `amount`: one that is negative or zero is illegal and ignored, as swift-metrics' own
+    /// meter has it; a NaN or infinite one is sent as it is, for the buffer to drop and count.
+    private func step(_ amount: Double, _ change: (Double) -> Double) {
+        guard amount.isFinite else { return send(.double(amount)) }
+        if amount > 0 { move(change) }
+    }
 
     // MARK: Recorders
 

@@ -23,9 +23,11 @@ import TelemetryBuffer
 /// `withSpan`), else what `trace` returns, else `TraceID.process`. Each value is one `add(metric:)`:
 /// Sentry aggregates, and the factory keeps nothing but each meter series' current value (label and
 /// dimensions: every `Meter` of a series moves the same value, and its values are sent in the order they
-/// were reached). A counter's increment of 0 or less is not sent;
-/// `reset()` sends nothing (a counter's values are increments) and `destroy` forgets nothing. A value that
-/// is NaN or infinite is dropped and counted by the buffer as `invalid` (a meter keeps the value it had). A
+/// were reached; a series is its label and its dimensions in any order, a repeated key's last value; the
+/// value is forgotten when the last `Meter` of its series is destroyed). A counter's increment of 0 or less
+/// is not sent, and a meter's increment or decrement of 0 or less is ignored (illegal, as in swift-metrics'
+/// own meter); `reset()` sends nothing (a counter's values are increments). A value or amount that is NaN
+/// or infinite is dropped and counted by the buffer as `invalid` (a meter keeps the value it had). A
 /// timer's unit is its own: give every `Timer` of a name the same preferred display unit. Recording never
 /// waits on disk I/O.
 public struct TelemetryBufferMetricsFactory: MetricsFactory {
@@ -59,7 +61,9 @@ public struct TelemetryBufferMetricsFactory: MetricsFactory {
 
     /// A handler sending each value the meter takes as a `gauge`.
     public func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
-        MetricHandler(.gauge, label, dimensions, self)
+        let handler = MetricHandler(.gauge, label, dimensions, self)
+        meters.retain(handler.series)
+        return handler
     }
 
     /// A handler sending each value as a `distribution` sample (`aggregate`) or a `gauge`.
@@ -76,8 +80,10 @@ public struct TelemetryBufferMetricsFactory: MetricsFactory {
     public func destroyCounter(_ handler: any CounterHandler) {}
     /// Nothing to forget: handlers keep nothing.
     public func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) {}
-    /// Nothing to forget: a meter's value goes with its handler.
-    public func destroyMeter(_ handler: any MeterHandler) {}
+    /// Forgets the meter's series value with the last `Meter` of the series.
+    public func destroyMeter(_ handler: any MeterHandler) {
+        if let handler = handler as? MetricHandler { meters.release(handler.series) }
+    }
     /// Nothing to forget: handlers keep nothing.
     public func destroyRecorder(_ handler: any RecorderHandler) {}
     /// Nothing to forget: handlers keep nothing.

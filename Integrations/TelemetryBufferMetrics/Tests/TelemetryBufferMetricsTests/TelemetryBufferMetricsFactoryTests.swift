@@ -133,6 +133,68 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
         XCTAssertEqual(try storedMetrics().map(summary), ["jobs counter 2", "load counter 0.25"])
     }
 
+    /// A series' value is released once its last `Meter` is destroyed (a series per connection would keep
+    /// every value ever seen otherwise): a new `Meter` of it starts from 0; one still alive keeps it.
+    func testASeriesIsForgottenOnceItsLastMeterIsDestroyed() throws {
+        let kept = Meter(label: "conn.bytes", dimensions: [("conn", "1")], factory: factory)
+        kept.increment(by: 5)
+        Meter(label: "conn.bytes", dimensions: [("conn", "1")], factory: factory).destroy()
+        kept.increment(by: 1)
+        kept.destroy()
+        Meter(label: "conn.bytes", dimensions: [("conn", "1")], factory: factory).increment(by: 1)
+        XCTAssertEqual(try storedMetrics().map(summary), ["conn.bytes gauge 5.0", "conn.bytes gauge 6.0", "conn.bytes gauge 1.0"])
+    }
+
+    /// A series is its label and its dimensions as Sentry sees them: in any order, a repeated key's last
+    /// value (the one its attributes keep).
+    func testASeriesIgnoresTheDimensionsOrderAndRepeatedKeys() throws {
+        Meter(label: "pool", dimensions: [("a", "1"), ("b", "2")], factory: factory).increment(by: 2)
+        Meter(label: "pool", dimensions: [("b", "2"), ("a", "1")], factory: factory).increment(by: 3)
+        Meter(label: "pool", dimensions: [("a", "0"), ("b", "2"), ("a", "1")], factory: factory).increment(by: 1)
+        XCTAssertEqual(try storedMetrics().map(summary), ["pool gauge 2.0", "pool gauge 5.0", "pool gauge 6.0"])
+    }
+
+    /// As swift-metrics' own meter has it, an increment or decrement that is negative or zero is illegal and
+    /// ignored; NaN or infinite ones, and a floating-point counter's, are dropped and counted as `invalid`.
+    func testIllegalAmountsAreIgnoredAndNonFiniteOnesCounted() throws {
+        let meter = Meter(label: "depth", factory: factory)
+        meter.increment(by: 2)
+        meter.increment(by: -5)
+        meter.decrement(by: -5)
+        meter.increment(by: 0)
+        meter.decrement(by: Double.infinity)
+        meter.decrement(by: 1)
+        let counter = FloatingPointCounter(label: "load", factory: factory)
+        for amount in [Double.nan, .infinity, -.infinity] { counter.increment(by: amount) }
+        XCTAssertEqual(try storedMetrics().map(summary), ["depth gauge 2.0", "depth gauge 1.0"])
+        XCTAssertEqual(buffer.stats().drops["invalid/trace_metric"], 4)
+    }
+
+    /// A `beforeSendMetric` hook that moves a meter of the same factory (sending one of its own) neither
+    /// deadlocks (the series' lock was held while the value was sent) nor loses the values.
+    func testAHookThatMovesAMeterDoesNotDeadlock() throws {
+        let box = Locked<TelemetryBufferMetricsFactory?>(nil)
+        var options = buffer.options
+        options.cacheDirectory = folder.appendingPathComponent("hooked")
+        options.beforeSendMetric = { metric in
+            if metric.name == "outer" { Meter(label: "inner", factory: box.withLock { $0 }!).increment(by: 1) }
+            return metric
+        }
+        let hooked = try TelemetryBuffer(options: options)
+        defer { hooked.close() }
+        box.withLock { $0 = TelemetryBufferMetricsFactory(buffer: hooked) }
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            Meter(label: "outer", factory: box.withLock { $0 }!).increment(by: 1)
+            done.signal()
+        }.start()
+        XCTAssertEqual(done.wait(timeout: .now() + 20), .success, "the meter's update never returned")
+        hooked.flush()
+        let names = try FileManager.default.contentsOfDirectory(atPath: hooked.envelopesDirectory.path).filter { $0.hasSuffix(".envelope") }
+        let bodies = try names.map { String(decoding: try Data(contentsOf: hooked.envelopesDirectory.appendingPathComponent($0)), as: UTF8.self) }
+        XCTAssertTrue(bodies.contains { $0.contains("\"name\":\"inner\"") } && bodies.contains { $0.contains("\"name\":\"outer\"") }, "\(bodies)")
+    }
+
     /// A meter moved from many threads at once: every change is sent, with the value it reached, in the
     /// order reached (fewer than one batch's worth, so that none can find the buffer full).
     func testAMeterMovedFromManyThreadsSendsEveryValueItReached() throws {
@@ -143,4 +205,12 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
         let values = try storedMetrics().compactMap { ($0["value"] as? NSNumber)?.doubleValue }
         XCTAssertEqual(values, (1...96).map(Double.init), "each value reached, in the order reached")
     }
+}
+
+/// A value shared with a closure the buffer calls.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result { lock.withLock { body(&value) } }
 }
