@@ -11,9 +11,10 @@ import TelemetryBuffer
 /// Logger(label: "checkout").info("Order placed", metadata: ["order.id": "7341"])
 /// ```
 ///
-/// Each message becomes one log: the level mapped (`notice` → `info`, `warning` → `warn`, `critical` →
-/// `fatal`), the message as the body, the metadata as attributes (the handler's, then the metadata
-/// provider's, then the call's, later ones winning; nested values flattened with dotted keys), the call
+/// Each message becomes one log: the level mapped (`notice` → `info` with severity number 10, `warning` →
+/// `warn`, `critical` → `fatal`), the message as the body, the metadata as attributes (the handler's, then
+/// the metadata provider's, then the call's, a later key replacing an earlier one whole; nested values
+/// flattened with dotted keys), the call
 /// site as `code.*` attributes, the logger's label as `logger.name`, and `sentry.origin`
 /// `auto.log.swift-log`. The trace is `ActiveTrace.current` (the active span of `TelemetryBufferTracer`
 /// inside `withSpan`), else what `trace` returns, else `TraceID.process`. Logging costs what
@@ -60,9 +61,16 @@ public struct TelemetryBufferLogHandler: LogHandler {
     /// Sends one message as a log (swift-log calls it only at or above `logLevel`). An error given with the
     /// message becomes `exception.type` and `exception.message`.
     public func log(event: LogEvent) {
-        var attributes = metadataAttributes
-        if let provided = metadataProvider?.get() { MetadataAttributes.add(provided, to: &attributes) }
-        if let explicit = event.metadata { MetadataAttributes.add(explicit, to: &attributes) }
+        // A later key replaces an earlier one whole, nested values and all, as swift-log merges metadata.
+        let provided = metadataProvider?.get() ?? [:], explicit = event.metadata ?? [:]
+        let later = provided.isEmpty ? explicit : explicit.isEmpty ? provided : provided.merging(explicit) { $1 }
+        var attributes: Attributes
+        if later.keys.contains(where: { metadata[$0] != nil }) {
+            attributes = MetadataAttributes.attributes(metadata.merging(later) { $1 })
+        } else {
+            attributes = metadataAttributes  // built once, when the handler's metadata was set
+            MetadataAttributes.add(later, to: &attributes)
+        }
         if let error = event.error {
             attributes["exception.type"] = .string(String(reflecting: type(of: error)))
             attributes["exception.message"] = .string(String(describing: error))
@@ -75,7 +83,14 @@ public struct TelemetryBufferLogHandler: LogHandler {
         attributes["sentry.origin"] = "auto.log.swift-log"
         let active = ActiveTrace.current ?? trace?()
         buffer.add(log: Log(level: Self.level(event.level), body: event.message.description,
-                            traceID: active?.traceID ?? .process, spanID: active?.spanID, attributes: attributes))
+                            traceID: active?.traceID ?? .process, spanID: active?.spanID,
+                            severityNumber: Self.severityNumber(event.level), attributes: attributes))
+    }
+
+    /// The severity number of a level that shares its Sentry level with another: `notice`, an `info` one
+    /// above `info`'s (OpenTelemetry's INFO2), so the two stay apart; `nil` for the level's own.
+    static func severityNumber(_ level: Logger.Level) -> Int? {
+        level == .notice ? Log.Level.info.severityNumber + 1 : nil
     }
 
     /// swift-log's level as a Sentry log level.

@@ -111,6 +111,51 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         XCTAssertEqual(value("shared"), "string:from the call", "the call's metadata wins, then the provider's")
     }
 
+    /// Later metadata replaces a key whole, nested values and all, as swift-log merges metadata: a call's
+    /// `http` string does not leave the handler's `http.status` beside it.
+    func testALaterKeyReplacesAnEarlierOneWithItsNestedValues() throws {
+        let logger = logger {
+            $0.metadata = ["http": ["status": .stringConvertible(200)], "kept": ["a": "1"]]
+            $0.metadataProvider = Logger.MetadataProvider { ["user": ["id": "u1"], "both": ["x": "1"]] }
+        }
+        logger.info("merged", metadata: ["http": "GET", "user": "anonymous", "both": ["y": "2"]])
+        let attributes = attributes(try XCTUnwrap(storedLogs().first))
+        XCTAssertEqual(attributes["http"]?["value"] as? String, "GET")
+        XCTAssertNil(attributes["http.status"], "the handler's http went with its key")
+        XCTAssertEqual(attributes["user"]?["value"] as? String, "anonymous")
+        XCTAssertNil(attributes["user.id"], "the provider's user went with its key")
+        XCTAssertEqual(attributes["both.y"]?["value"] as? String, "2")
+        XCTAssertNil(attributes["both.x"])
+        XCTAssertEqual(attributes["kept.a"]?["value"] as? String, "1")
+    }
+
+    /// Arrays keep a type where all their values share one (integers, numbers, booleans); a dictionary in an
+    /// array is written the same way every time (keys in order), so equal metadata groups in Sentry.
+    func testArraysKeepTheirTypeAndDictionariesInThemAreStable() throws {
+        let logger = logger()
+        let nested: Logger.Metadata.Value = .array([.dictionary(["b": "2", "a": "1", "c": ["z": "9", "y": "8"]])])
+        logger.info("arrays", metadata: [
+            "ints": [.stringConvertible(1), .stringConvertible(2)], "doubles": [.stringConvertible(0.5), .stringConvertible(1.5)],
+            "flags": [.stringConvertible(true), .stringConvertible(false)], "nested": nested,
+        ])
+        let attributes = attributes(try XCTUnwrap(storedLogs().first))
+        XCTAssertNil(attributes["ints"]?["value"] as? [String], "numbers, not texts")
+        XCTAssertEqual(attributes["ints"]?["value"] as? [Int], [1, 2])
+        XCTAssertNil(attributes["doubles"]?["value"] as? [String])
+        XCTAssertEqual(attributes["doubles"]?["value"] as? [Double], [0.5, 1.5])
+        XCTAssertNil(attributes["flags"]?["value"] as? [String])
+        XCTAssertEqual(attributes["flags"]?["value"] as? [Bool], [true, false])
+        XCTAssertEqual(attributes["nested"]?["value"] as? [String], [#"[a: 1, b: 2, c: [y: 8, z: 9]]"#])
+    }
+
+    /// `notice` is an `info` log with the severity number above `info`'s (10), so the two stay apart.
+    func testANoticeIsAnInfoOfHigherSeverity() throws {
+        let logger = logger()
+        logger.info("info")
+        logger.notice("notice")
+        XCTAssertEqual(try storedLogs().map { "\($0["level"] ?? "?") \($0["severity_number"] ?? "?")" }, ["info 9", "info 10"])
+    }
+
     func testTheCallSiteOriginLabelAndErrorAreAttributes() throws {
         struct PaymentDeclined: Error, CustomStringConvertible { var description: String { "card declined" } }
         let logger = logger()
