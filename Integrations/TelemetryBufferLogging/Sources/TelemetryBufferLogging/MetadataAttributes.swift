@@ -4,8 +4,8 @@ import TelemetryBuffer
 /// swift-log metadata as log attributes: strings stay strings; integers (any width, as long as the value
 /// fits `Int64`), floating-point numbers and booleans given as `stringConvertible` keep their type; a
 /// dictionary is flattened with dotted keys (`["http": ["status": 200]]` → `http.status`); an array whose
-/// values share one of those types is an array of it, any other an array of the values' texts (a
-/// dictionary's keys in order).
+/// values share one of those types is an array of it (of numbers if integers and numbers mix), any other
+/// an array of the values' texts (a dictionary's keys in order).
 enum MetadataAttributes {
     static func attributes(_ metadata: Logger.Metadata) -> Attributes {
         var attributes = Attributes()
@@ -43,8 +43,8 @@ enum MetadataAttributes {
         }
     }
 
-    /// An array of the one type its values share (texts, integers that fit `Int64`, floating-point numbers,
-    /// booleans), else of their texts.
+    /// An array of the one type its values share (texts, integers that fit `Int64`, numbers, integers among
+    /// them, booleans), else of their texts.
     private static func array(_ values: [Logger.Metadata.Value]) -> AttributeValue {
         let scalars = values.map { value -> AttributeValue? in
             switch value {
@@ -54,7 +54,14 @@ enum MetadataAttributes {
         }
         if let texts = each(scalars, { if case .string(let text) = $0 { text } else { nil } }) { return .stringArray(texts) }
         if let numbers = each(scalars, { if case .integer(let number) = $0 { number } else { nil } }) { return .integerArray(numbers) }
-        if let numbers = each(scalars, { if case .double(let number) = $0 { number } else { nil } }) { return .doubleArray(numbers) }
+        let numbers = each(scalars) { value -> Double? in
+            switch value {
+            case .double(let number): number
+            case .integer(let number): Double(number)
+            default: nil
+            }
+        }
+        if let numbers { return .doubleArray(numbers) }  // integers among them too, as numbers
         if let flags = each(scalars, { if case .boolean(let flag) = $0 { flag } else { nil } }) { return .booleanArray(flags) }
         return .stringArray(values.map(text))
     }

@@ -61,16 +61,17 @@ public struct TelemetryBufferLogHandler: LogHandler {
     /// Sends one message as a log (swift-log calls it only at or above `logLevel`). An error given with the
     /// message becomes `exception.type` and `exception.message`.
     public func log(event: LogEvent) {
-        // A later key replaces an earlier one whole, nested values and all, as swift-log merges metadata.
+        // The handler's, the provider's, then the call's, each flattened in turn: a later key replaces an
+        // earlier one whole, nested values and all, as swift-log merges metadata.
         let provided = metadataProvider?.get() ?? [:], explicit = event.metadata ?? [:]
-        let later = provided.isEmpty ? explicit : explicit.isEmpty ? provided : provided.merging(explicit) { $1 }
         var attributes: Attributes
-        if later.keys.contains(where: { metadata[$0] != nil }) {
-            attributes = MetadataAttributes.attributes(metadata.merging(later) { $1 })
+        if provided.keys.contains(where: { metadata[$0] != nil }) || explicit.keys.contains(where: { metadata[$0] != nil }) {
+            attributes = MetadataAttributes.attributes(metadata.filter { provided[$0.key] == nil && explicit[$0.key] == nil })
         } else {
             attributes = metadataAttributes  // built once, when the handler's metadata was set
-            MetadataAttributes.add(later, to: &attributes)
         }
+        MetadataAttributes.add(explicit.isEmpty ? provided : provided.filter { explicit[$0.key] == nil }, to: &attributes)
+        MetadataAttributes.add(explicit, to: &attributes)
         if let error = event.error {
             attributes["exception.type"] = .string(String(reflecting: type(of: error)))
             attributes["exception.message"] = .string(String(describing: error))

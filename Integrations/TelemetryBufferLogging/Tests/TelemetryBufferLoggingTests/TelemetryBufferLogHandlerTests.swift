@@ -127,6 +127,15 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         XCTAssertEqual(attributes["both.y"]?["value"] as? String, "2")
         XCTAssertNil(attributes["both.x"])
         XCTAssertEqual(attributes["kept.a"]?["value"] as? String, "1")
+
+        // A flattened key that collides with a literal one of an earlier source: the later source wins,
+        // whether or not another key overlaps.
+        for extra in [[:], ["kept": "replaced"]] as [Logger.Metadata] {
+            let colliding = self.logger { $0.metadata = ["a.b": "handler", "kept": "h"] }
+            colliding.info("collides \(extra.count)", metadata: ["a": ["b": "call"]].merging(extra) { $1 })
+            let logged = try XCTUnwrap(storedLogs().first { $0["body"] as? String == "collides \(extra.count)" })
+            XCTAssertEqual(self.attributes(logged)["a.b"]?["value"] as? String, "call", "\(extra)")
+        }
     }
 
     /// Arrays keep a type where all their values share one (integers, numbers, booleans); a dictionary in an
@@ -137,6 +146,7 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         logger.info("arrays", metadata: [
             "ints": [.stringConvertible(1), .stringConvertible(2)], "doubles": [.stringConvertible(0.5), .stringConvertible(1.5)],
             "flags": [.stringConvertible(true), .stringConvertible(false)], "nested": nested,
+            "numbers": [.stringConvertible(1), .stringConvertible(2.5)],
         ])
         let attributes = attributes(try XCTUnwrap(storedLogs().first))
         XCTAssertNil(attributes["ints"]?["value"] as? [String], "numbers, not texts")
@@ -146,6 +156,7 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         XCTAssertNil(attributes["flags"]?["value"] as? [String])
         XCTAssertEqual(attributes["flags"]?["value"] as? [Bool], [true, false])
         XCTAssertEqual(attributes["nested"]?["value"] as? [String], [#"[a: 1, b: 2, c: [y: 8, z: 9]]"#])
+        XCTAssertEqual(attributes["numbers"]?["value"] as? [Double], [1, 2.5], "integers among numbers: numbers")
     }
 
     /// `notice` is an `info` log with the severity number above `info`'s (10), so the two stay apart.

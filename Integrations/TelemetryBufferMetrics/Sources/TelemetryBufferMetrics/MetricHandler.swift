@@ -7,7 +7,7 @@ import TelemetryBuffer
 final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHandler, RecorderHandler, TimerHandler,
     @unchecked Sendable
 {
-    // @unchecked: `unit` is touched only under `lock`; the rest never changes.
+    // @unchecked: `unit` and `destroyed` are touched only under `lock`; the rest never changes.
     private let kind: Metric.Kind
     private let name: String
     /// The dimensions as attributes, made once.
@@ -19,6 +19,8 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
     private let lock = NSLock()
     /// A timer's unit (its preferred display unit); `nil` for other metrics.
     private var unit: TimeUnit?
+    /// Whether a meter's `destroy()` released its series (swift-metrics does not stop a second call).
+    private var destroyed = false
 
     init(_ kind: Metric.Kind, _ name: String, _ dimensions: [(String, String)], _ factory: TelemetryBufferMetricsFactory,
          unit: TimeUnit? = nil) {
@@ -71,6 +73,12 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
     func set(_ value: Double) { move { _ in value } }
 
     func decrement(by amount: Double) { step(amount) { $0 - amount } }
+
+    /// A meter's `destroy()`: releases its series in the factory that made it, once.
+    func destroyMeter() {
+        guard lock.withLock({ defer { destroyed = true }; return !destroyed }) else { return }
+        factory.meters.release(series)
+    }
 
     /// Moves a meter by `amount`: one that is negative or zero is illegal and ignored, as swift-metrics' own
     /// meter has it; a NaN or infinite one is sent as it is, for the buffer to drop and count.

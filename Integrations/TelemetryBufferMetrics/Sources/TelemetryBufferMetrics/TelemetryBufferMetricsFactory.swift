@@ -80,9 +80,10 @@ public struct TelemetryBufferMetricsFactory: MetricsFactory {
     public func destroyCounter(_ handler: any CounterHandler) {}
     /// Nothing to forget: handlers keep nothing.
     public func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) {}
-    /// Forgets the meter's series value with the last `Meter` of the series.
+    /// Forgets the meter's series value with the last `Meter` of the series (in the factory that made it;
+    /// a second `destroy()` of a meter does nothing).
     public func destroyMeter(_ handler: any MeterHandler) {
-        if let handler = handler as? MetricHandler { meters.release(handler.series) }
+        (handler as? MetricHandler)?.destroyMeter()
     }
     /// Nothing to forget: handlers keep nothing.
     public func destroyRecorder(_ handler: any RecorderHandler) {}
