@@ -60,10 +60,14 @@ static undo undos[TB_CRASH_MAX_TARGETS];
 
 // MARK: Small async-signal-safe helpers
 
-/// `fsync`, or on Apple platforms `fcntl(F_FULLFSYNC)` (the flush to stable storage), falling back to it.
+/// `fsync`, or on Apple platforms `fcntl(F_FULLFSYNC)` (the flush to stable storage, tried again if a
+/// signal interrupted it), falling back to `fsync` if it fails: the handler has no one to tell of a
+/// failure, so it tries what is left.
 static void durable_sync(int fd) {
 #ifdef F_FULLFSYNC
-    if (fcntl(fd, F_FULLFSYNC) == 0) return;
+    int result;
+    do { result = fcntl(fd, F_FULLFSYNC); } while (result != 0 && errno == EINTR);
+    if (result == 0) return;
 #endif
     fsync(fd);
 }

@@ -95,15 +95,27 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
 
     /// Makes the file's data, or a folder's entries, durable: `fsync`, except on Apple platforms, where
     /// `fsync` only hands the data to the drive (which may keep it in its cache) and `fcntl(F_FULLFSYNC)`
-    /// is the flush to stable storage (with `fsync` where the file system does not support it).
-    /// Returns 0, or -1 with `errno` set.
+    /// is the flush to stable storage (with `fsync` where the file system does not support it; any other
+    /// failure, such as an I/O error, is the sync's). Returns 0, or -1 with `errno` set.
     func durableSync() -> Int32 {
         Self.durableSyncs.withLock { $0 += 1 }
         #if canImport(Darwin)
-        if fcntl(rawValue, F_FULLFSYNC) == 0 { return 0 }
-        #endif
+        return Self.syncFalling(back: { fcntl(rawValue, F_FULLFSYNC) }, to: { fsync(rawValue) })
+        #else
         return fsync(rawValue)
+        #endif
     }
+
+    #if canImport(Darwin)
+    /// `sync`, retried while interrupted, or `fallback` if the file system does not support it; any other
+    /// failure is returned as it is (an `fsync` after an I/O error could report success for data lost).
+    private static func syncFalling(back sync: () -> Int32, to fallback: () -> Int32) -> Int32 {
+        var result = sync()
+        while result != 0, errno == EINTR { result = sync() }
+        guard result != 0 else { return 0 }
+        return [ENOTSUP, EINVAL, ENOTTY].contains(errno) ? fallback() : result
+    }
+    #endif
 
     /// How many times this process called `durableSync`: each flushes the drive's whole cache on Apple
     /// platforms, what a phone pays most for in a sync.
@@ -127,15 +139,14 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
 
     /// Hands the file's data to the disk for the periodic syncs, not necessarily its times: `fdatasync`
     /// (one journal write less). On Apple platforms, which have no `fdatasync`, `fcntl(F_BARRIERFSYNC)`
-    /// (`fsync` where it is not supported): the writes reach the drive, ordered before any later ones, but
+    /// (`fsync` where it is not supported; any other failure is the sync's): the writes reach the drive, ordered before any later ones, but
     /// stay in its cache until its next flush (a publication's `F_FULLFSYNC`, or the drive's own) instead
     /// of flushing the whole cache each time, which a phone pays for. Against power loss that widens the
     /// window there beyond the sync interval; a crash or a kill loses nothing either way.
     /// Returns 0, or -1 with `errno` set.
     func dataSync() -> Int32 {
         #if canImport(Darwin)
-        if fcntl(rawValue, F_BARRIERFSYNC) == 0 { return 0 }
-        return fsync(rawValue)
+        return Self.syncFalling(back: { fcntl(rawValue, F_BARRIERFSYNC) }, to: { fsync(rawValue) })
         #else
         return fdatasync(rawValue)
         #endif

@@ -64,7 +64,9 @@ struct ProtectedDataUnavailable: Error, CustomStringConvertible {
     /// only this error itself (tests) says so, so that a folder without permissions still fails at once.
     static func isCause(of error: any Error, protection: FileProtection) -> Bool {
         if error is ProtectedDataUnavailable { return true }
-        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+        // Not on Mac Catalyst (`os(iOS)` there too): a Mac app runs after its user logged in, so a refusal
+        // is a real one (a sandbox, permissions), which must fail at once rather than wait for an unlock.
+        #if (os(iOS) && !targetEnvironment(macCatalyst)) || os(tvOS) || os(watchOS) || os(visionOS)
         guard protection != .none else { return false }
         switch error {
         case let error as TelemetryBufferError where error.code == .fileSystem:
