@@ -75,8 +75,15 @@ extension TelemetryBuffer {
             // FoundationNetworking does not let a request's own timeout undercut the session's.
             configuration.timeoutIntervalForRequest = timeout
             configuration.timeoutIntervalForResource = timeout
+            configuration.httpCookieStorage = nil
+            #if canImport(Darwin)
+            session = URLSession(configuration: configuration, delegate: RefusingRedirects(), delegateQueue: nil)
+            #else
             session = URLSession(configuration: configuration)
+            #endif
         }
+
+        deinit { session.finishTasksAndInvalidate() }
 
         /// Sends the request with URLSession.
         public func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) {
@@ -89,10 +96,11 @@ extension TelemetryBuffer {
                 guard let http = response as? HTTPURLResponse else {
                     return completion(.failure(URLError(.badServerResponse)))
                 }
-                // A redirect was followed (a captive portal's 302, an http → https move): it turned the POST
-                // into a GET that another page answered, so this is no answer from Sentry but a network
-                // error, tried again later. (Refusing it takes a session delegate, with which
-                // FoundationNetworking stopped sending after a 429.)
+                // A redirect was followed (a captive portal's 302, an http → https move): FoundationNetworking
+                // sends it without the envelope, so this is no answer from Sentry but a network error, tried
+                // again later. (Refusing it takes a session delegate, with which FoundationNetworking stopped
+                // sending after a 429; Apple's URLSession, which would send the envelope and its auth header to
+                // the new address, refuses it so: the 3xx is the answer.)
                 if let answered = http.url, !Redirected.sameEndpoint(answered, request.url) {
                     return completion(.failure(Redirected(to: answered)))
                 }
@@ -108,6 +116,19 @@ extension TelemetryBuffer {
         }
     }
 }
+
+#if canImport(Darwin)
+/// Refuses every redirect, so that a request's answer is the one of the envelope endpoint (a 3xx, tried
+/// again later): followed, a 307 or 308 sends the envelope, with its auth header, to the new address, and
+/// its answer there looked like no delivery, so the envelope went again and again.
+private final class RefusingRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    // @unchecked: no state.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(nil)
+    }
+}
+#endif
 
 /// The default client's request ended at another address than it was sent to.
 struct Redirected: Error, CustomStringConvertible {

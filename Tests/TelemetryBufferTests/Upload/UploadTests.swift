@@ -786,6 +786,29 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// A 307 or 308 (an http → https move, say) is no delivery either, and sends no envelope to the other
+    /// address: Apple's URLSession would send the POST there again, body and all (the auth header too), so
+    /// the default client refuses the redirect there; FoundationNetworking drops the body. The envelope
+    /// goes again to the DSN's endpoint, and is delivered once.
+    func testAMethodKeepingRedirectSendsNoEnvelopeElsewhere() throws {
+        for status in [307, 308] {
+            let target = try TestServer()
+            defer { target.stop() }
+            let moved = try server { _, index in
+                index == 0 ? .respond(status, headers: ["Location": "http://127.0.0.1:\(target.port)/api/42/envelope/"]) : .respond(200)
+            }
+            defer { moved.stop() }
+            let buffer = try buffer(moved)
+            buffer.add(log: .test("moved \(status)"))
+            buffer.flush()
+            eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
+            buffer.close()
+            XCTAssertEqual(try bodies(moved, [1]).flatMap(\.elements).compactMap { $0["body"] as? String }, ["moved \(status)"])
+            let elsewhere = target.requests.withLock { $0 }.filter { (try? WalkedEnvelope($0.body)) != nil }
+            XCTAssertEqual(elsewhere.count, 0, "\(status): an envelope went to the redirect's address")
+        }
+    }
+
     /// What counts as the same endpoint when the default client compares a response's URL with its
     /// request's: a system may canonicalise scheme and host case, and fill in the default port.
     func testARedirectIsToldFromACanonicalisedURL() throws {
