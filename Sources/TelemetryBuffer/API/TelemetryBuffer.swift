@@ -476,9 +476,14 @@ public final class TelemetryBuffer: Sendable {
         guard !Self.isForkedChild else { return }
         consent.set(value) { previous in
             // Before the folder opens there is no uploader: it reads the consent when it starts, and a
-            // removal is owed at once, so that a takeover already queued removes before uploads start.
+            // removal is owed at once, so that a takeover already queued removes before uploads start. What is
+            // held goes now: a takeover under way would move it in after that removal, and a grant that came
+            // meanwhile would let it be sent before the removal queued here runs.
             let uploader = opened?.uploader
-            if value == .revoked, uploader == nil { held?.oweRemoval() }
+            if value == .revoked, uploader == nil {
+                held?.oweRemoval()
+                held?.discardHeld()
+            }
             if value != .granted { uploader?.hold(.consent, true) }
             // Held until the removal is done, whatever a grant queued before it releases.
             if value == .revoked { removeHoldingUploads(uploader, waits: false) }

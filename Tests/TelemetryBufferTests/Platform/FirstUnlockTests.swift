@@ -211,6 +211,48 @@ final class FirstUnlockTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), [])
     }
 
+    /// A revocation and a grant that come while the takeover is already under way (the unlock notified, the
+    /// folder being opened): what was held before the revocation is dropped by it, never uploaded (the
+    /// takeover moved it in, and the grant let the uploader send it before the removal ran).
+    func testARevocationAndAGrantDuringTheTakeoverUploadNothingHeldBefore() throws {
+        for run in 0..<3 {
+            directory.remove()
+            directory = try TemporaryDirectory()
+            let server = try TestServer(script: TestServer.sequence([]))
+            defer { server.stop() }
+            let locked = Locked(true), paused = Locked(false)
+            let opening = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+            let buffer = try TelemetryBuffer(options: uploadingOptions(directory, to: server) {
+                $0.protectedDataAvailable = {
+                    guard !locked.withLock({ $0 }) else { return false }
+                    // The first open after the unlock waits, on the background queue, until the test lets it go.
+                    if !paused.withLock({ was in defer { was = true }; return was }) {
+                        opening.signal()
+                        _ = proceed.wait(timeout: .now() + 20)
+                    }
+                    return true
+                }
+            })
+            XCTAssertTrue(buffer.add(log: .test("held, then revoked")))
+            locked.withLock { $0 = false }
+            buffer.protectedDataBecameAvailable()
+            XCTAssertEqual(opening.wait(timeout: .now() + 20), .success, "the takeover opens the folder")
+            buffer.setDataCollection(.revoked)
+            XCTAssertEqual(buffer.stats().bufferedItems, 0, "run \(run): dropped by the revocation, not by a removal queued behind the takeover")
+            buffer.setDataCollection(.granted)
+            proceed.signal()
+            buffer.waitForBackgroundWork()
+            XCTAssertTrue(buffer.add(log: .test("after the removal")))
+            buffer.flush()
+            eventually { server.requests.withLock { $0.count } >= 1 && buffer.stats().upload == .idle }
+            buffer.close()
+            let sent = try server.requests.withLock { $0 }.flatMap { request in
+                try WalkedEnvelope(request.body).items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
+            }
+            XCTAssertEqual(sent, ["after the removal"], "run \(run)")
+        }
+    }
+
     /// After a revocation and a grant while locked, what earlier processes left is removed when the folder
     /// opens, before a custom transport sees it; what came after the grant reaches it.
     func testACustomTransportGetsOnlyWhatCameAfterTheGrant() throws {
