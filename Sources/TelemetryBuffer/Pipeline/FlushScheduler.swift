@@ -25,11 +25,8 @@ final class FlushScheduler: @unchecked Sendable {
     /// How `add` reaches `wake`: at most one syscall on the adding thread (see `Doorbell`).
     private let doorbell: Doorbell
     private static let startTimer: UInt = 1, forwardNow: UInt = 2
-    /// Whether a timer is armed, and which: one armed earlier and stopped since does nothing if it fires
-    /// before its cancellation takes (`cancelTimer`).
+    /// Whether a timer is armed, and which: one armed earlier and stopped since does nothing when it fires.
     private var armed: Int?
-    /// Cancels the armed timer, so that the process does not wake for it.
-    private var cancelTimer: ScheduledWork?
     private var timers = 0
     /// Set by `close()`: a wake-up queued before it no longer forwards into a released folder.
     private var closed = false
@@ -89,15 +86,12 @@ final class FlushScheduler: @unchecked Sendable {
     func stop() {
         dispatchPrecondition(condition: .onQueue(queue))
         armed = nil
-        cancelTimer?.cancel()
-        cancelTimer = nil
     }
 
     /// Forwards nothing more, whatever is queued, woken or fires later. Must run on `queue`.
     func close() {
         dispatchPrecondition(condition: .onQueue(queue))
         closed = true
-        stop()
         cancel()
     }
 
@@ -125,9 +119,9 @@ final class FlushScheduler: @unchecked Sendable {
         timers &+= 1
         let timer = timers
         armed = timer
-        cancelTimer = clock.after(interval, early: Self.earliness(interval), on: queue) { [weak self] in
+        clock.after(interval, early: Self.earliness(interval), on: queue) { [weak self] in
             guard let self, self.armed == timer else { return }
-            (self.armed, self.cancelTimer) = (nil, nil)
+            self.armed = nil
             self.forwardEverything()
         }
     }

@@ -9,24 +9,15 @@ protocol Clock: Sendable {
     func now() -> Date
 
     /// Runs `work` on `queue` once `delay` seconds have passed on this clock (soon, for 0 or less), or up to
-    /// `early` seconds sooner, when the system can run it with other wake-ups; never later. Returns what
-    /// cancels it.
-    @discardableResult
-    func after(_ delay: TimeInterval, early: TimeInterval, on queue: DispatchQueue,
-               _ work: @escaping @Sendable () -> Void) -> ScheduledWork
+    /// `early` seconds sooner, when the system can run it with other wake-ups; never later.
+    func after(_ delay: TimeInterval, early: TimeInterval, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void)
 }
 
 extension Clock {
     /// Runs `work` on `queue` once `delay` seconds have passed on this clock, not sooner.
-    @discardableResult
-    func after(_ delay: TimeInterval, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void) -> ScheduledWork {
+    func after(_ delay: TimeInterval, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void) {
         after(delay, early: 0, on: queue, work)
     }
-}
-
-/// Work a `Clock` runs later: `cancel()` means it never runs, and the system does not wake for it.
-struct ScheduledWork: Sendable {
-    let cancel: @Sendable () -> Void
 }
 
 /// The real clock: `Date()`, and a one-shot timer source whose leeway lies before its deadline (`asyncAfter`
@@ -34,9 +25,7 @@ struct ScheduledWork: Sendable {
 struct SystemClock: Clock {
     func now() -> Date { Date() }
 
-    @discardableResult
-    func after(_ delay: TimeInterval, early: TimeInterval, on queue: DispatchQueue,
-               _ work: @escaping @Sendable () -> Void) -> ScheduledWork {
+    func after(_ delay: TimeInterval, early: TimeInterval, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void) {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         let leeway = max(0, min(early, delay))
         timer.schedule(deadline: .now() + max(0, delay - leeway), leeway: .nanoseconds(Int(leeway * 1_000_000_000)))
@@ -46,8 +35,5 @@ struct SystemClock: Clock {
             work()
         }
         timer.resume()
-        // `cancel` may be called from any thread (libdispatch's contract); the type is not marked Sendable.
-        nonisolated(unsafe) let source = timer
-        return ScheduledWork { source.cancel() }
     }
 }

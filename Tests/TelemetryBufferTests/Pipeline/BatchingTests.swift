@@ -61,25 +61,6 @@ final class BatchingTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["first", "second", "third"])
     }
 
-    /// A batch forwarded before its timer (a flush, a limit) takes its timer along: nothing stays armed to
-    /// wake the process later for nothing (at 200 logs a second, a batch reached its limit twice a second,
-    /// each leaving its timer to fire `flushInterval` later).
-    func testABatchForwardedBeforeItsTimerLeavesNoTimerArmed() throws {
-        let clock = ManualClock()
-        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.flushInterval = 5; $0.clock = clock; $0.maxLogsPerBatch = 2 })
-        defer { buffer.close() }
-        buffer.add(log: .test("flushed"))
-        eventually { clock.pendingCount == 1 }
-        buffer.flush()
-        XCTAssertEqual(clock.pendingCount, 0, "the flush forwarded the batch: its timer is gone")
-        buffer.add(log: .test("first of two"))
-        eventually { clock.pendingCount == 1 }
-        buffer.add(log: .test("second of two"))  // the limit: forwarded at once
-        try eventually { try logBodies(in: buffer.envelopesDirectory).count == 3 }
-        buffer.waitForBackgroundWork()
-        XCTAssertEqual(clock.pendingCount, 0, "the limit forwarded the batch: its timer is gone")
-    }
-
     func testTheByteLimitRotatesAndBoundsEveryEnvelope() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = 4096 })
         let body = String(repeating: "x", count: 500)

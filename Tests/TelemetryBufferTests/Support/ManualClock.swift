@@ -5,29 +5,20 @@ import Foundation
 /// deadline, then runs on its queue, in deadline order. Instead of sleeping.
 final class ManualClock: Clock, @unchecked Sendable {
     private struct Pending {
-        var id: Int
         var due: Date
         var queue: DispatchQueue
         var work: @Sendable () -> Void
     }
 
-    private let state: Locked<(now: Date, pending: [Pending], next: Int)>
+    private let state: Locked<(now: Date, pending: [Pending])>
 
-    init(now: Date = Date(timeIntervalSince1970: 1_767_261_600)) { state = Locked((now, [], 0)) }
+    init(now: Date = Date(timeIntervalSince1970: 1_767_261_600)) { state = Locked((now, [])) }
 
     func now() -> Date { state.withLock { $0.now } }
 
-    /// Due at `delay`, whatever `early` allows: tests see the deadline itself. Cancelled, it is no longer
-    /// pending.
-    @discardableResult
-    func after(_ delay: TimeInterval, early: TimeInterval, on queue: DispatchQueue,
-               _ work: @escaping @Sendable () -> Void) -> ScheduledWork {
-        let id = state.withLock { state in
-            state.next += 1
-            state.pending.append(Pending(id: state.next, due: state.now.addingTimeInterval(max(0, delay)), queue: queue, work: work))
-            return state.next
-        }
-        return ScheduledWork { [state] in state.withLock { $0.pending.removeAll { $0.id == id } } }
+    /// Due at `delay`, whatever `early` allows: tests see the deadline itself.
+    func after(_ delay: TimeInterval, early: TimeInterval, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void) {
+        state.withLock { $0.pending.append(Pending(due: $0.now.addingTimeInterval(max(0, delay)), queue: queue, work: work)) }
     }
 
     /// How much delayed work waits.
