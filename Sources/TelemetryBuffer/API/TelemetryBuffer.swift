@@ -733,16 +733,15 @@ public final class TelemetryBuffer: Sendable {
                           bytesSent: transferred.sent, bytesSavedByGzip: transferred.saved)
     }
 
-    /// Call when the app moves to the background: forwards everything, makes it durable against power loss
-    /// and stops the timer, without blocking the caller. On platforms with UIKit the buffer also does this by
-    /// itself.
+    /// Call when the app moves to the background: forwards everything and makes it durable against power
+    /// loss, without blocking the caller; the timer stops with nothing left to forward (a forward that failed,
+    /// or items added meanwhile, keep theirs). On platforms with UIKit the buffer also does this by itself.
     public func didEnterBackground() {
         guard !Self.isForkedChild else { return }
         queue.async { [scheduler, strategy, parts] in
             // Durable at once, not at the end of the sync interval: a suspended app may outlast it, and after a
             // reboot recovery would publish the unsynced publications' copies again.
             Self.forwardEverything(scheduler, strategy, parts, durably: true)
-            scheduler.stop()
         }
     }
 

@@ -61,6 +61,24 @@ final class BatchingTests: XCTestCase {
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["first", "second", "third"])
     }
 
+    /// A forward that fails as the app goes to the background (FileStreamCache cannot create its next
+    /// `cache`) leaves the batch its timer, which forwards it once it can: stopped, nothing forwarded the
+    /// batch until another limit, flush or background.
+    func testAForwardThatFailsInTheBackgroundKeepsTheBatchsTimer() throws {
+        let clock = ManualClock()
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.strategy = .fileStreamCache; $0.flushInterval = 5; $0.clock = clock })
+        defer { buffer.close() }
+        buffer.add(log: .test("kept"))
+        eventually { clock.pendingCount == 1 }
+        Failpoint.streamCacheFails.failNext()
+        buffer.didEnterBackground()
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), [], "the forward failed")
+        clock.advance(by: 5)
+        buffer.waitForBackgroundWork()
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["kept"], "the batch's timer forwarded it")
+    }
+
     func testTheByteLimitRotatesAndBoundsEveryEnvelope() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.maxBatchBytes = 4096 })
         let body = String(repeating: "x", count: 500)
