@@ -24,7 +24,9 @@ extension TelemetryBuffer {
         public var cacheDirectory: URL = Options.defaultCacheDirectory
         /// The buffering strategy.
         public var strategy: Strategy = .doubleRotatingBuffer
-        /// Seconds from the first buffered item to the forward of everything; in (0, 30].
+        /// Seconds from the first buffered item to the forward of everything; in (0, 30]. Counted from when
+        /// the background queue takes note of that item: work that holds the queue then (a custom transport's
+        /// `send`, start-up recovery, a removal) delays the forward by as long.
         public var flushInterval: TimeInterval = 5
         /// Logs below this level are refused at once by ``TelemetryBuffer/add(log:)`` (it returns `false`), before any
         /// encoding, and are not counted as dropped: they are configuration, not loss. Default `.trace`
