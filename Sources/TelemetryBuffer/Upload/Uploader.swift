@@ -377,7 +377,9 @@ final class Uploader: Sendable {
         body.reserveCapacity(stored.count + 512)
         let closing = stored[..<headerEnd].lastIndex(of: 0x7D) ?? headerEnd
         body += stored[..<closing]
-        body += Array(",\"sent_at\":\"\(rfc3339(sentAt))\"".utf8)
+        // After a member, a comma; in an empty header (`{}`, valid), none.
+        let empty = stored[..<closing].last { $0 != 0x20 && $0 != 0x09 } == 0x7B
+        body += Array(((empty ? "" : ",") + "\"sent_at\":\"\(rfc3339(sentAt))\"").utf8)
         body += stored[closing...]
         if let report {
             if body.last != 0x0A { body.append(0x0A) }

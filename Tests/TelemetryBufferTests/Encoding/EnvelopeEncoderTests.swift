@@ -124,6 +124,17 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(wire, expected.joined(separator: "\n") + "\n")
     }
 
+    /// `sent_at` goes into any header a stored envelope may have: an empty one (`{}`, valid) too, which took
+    /// a comma before it (`{,"sent_at":…}`, which the server refuses).
+    func testSentAtGoesIntoAnEmptyHeader() throws {
+        for header in ["{}", "{ }"] {
+            let wire = Uploader.body(Array("\(header)\n{\"type\":\"log\",\"length\":2}\n{}\n".utf8), sentAt: Date(timeIntervalSince1970: 0), report: nil)
+            let firstLine = try XCTUnwrap(wire.split(separator: 0x0A).first)
+            let parsed = try JSONSerialization.jsonObject(with: Data(firstLine)) as? [String: String]
+            XCTAssertEqual(parsed, ["sent_at": "1970-01-01T00:00:00.000Z"], header)
+        }
+    }
+
     func testDSCCarriesReleaseEnvironmentAndRate() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) {
             $0.release = "app@2"
