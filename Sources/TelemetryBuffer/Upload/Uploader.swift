@@ -40,8 +40,8 @@ final class Uploader: Sendable {
     private let volume = Locked((sent: 0, saved: 0))
     /// What only `queue` touches: the failures in a row; which scheduled wake-up is the latest (an earlier
     /// one that fires later does nothing); whether it is the pacing after a sent envelope, which a new
-    /// envelope does not cut short; how many 408 or 5xx answers each envelope got (by file name).
-    private let onQueue: QueueBound<(failures: Int, wake: Int, pacingPending: Bool, errorAnswers: [String: Int])>
+    /// envelope does not cut short.
+    private let onQueue: QueueBound<(failures: Int, wake: Int, pacingPending: Bool)>
     /// While any is held, no request starts. Changed from any thread; read where a request would start.
     /// `dataRemoval` is counted (removals may overlap), the others are on or off.
     private let holds = Locked<[UploadHold: Int]>([:])
@@ -50,7 +50,7 @@ final class Uploader: Sendable {
          sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics,
          clock: any Clock = SystemClock()) {
         self.files = files
-        onQueue = QueueBound((failures: 0, wake: 0, pacingPending: false, errorAnswers: [:]), queue: queue)
+        onQueue = QueueBound((failures: 0, wake: 0, pacingPending: false), queue: queue)
         self.clock = clock
         self.client = client
         self.options = options
@@ -287,17 +287,10 @@ final class Uploader: Sendable {
             case 200..<300:
                 files.remove(url)
                 onQueue.value.failures = 0
-                onQueue.value.errorAnswers[name] = nil
                 next()
             case 300..<400, 408, 500..<600:
                 // A 3xx: a redirect (a captive portal, say) the client did not follow, not an answer from Sentry.
-                guard response.status >= 400, answeredWithErrors(name) >= 2 * options.maxAttempts else { return retryLater(report) }
-                // Answered so round after round: one the server cannot take, which held every later envelope
-                // (a network error, or a server that is down, gets no answer: waited for without end).
-                if let report { reports.restore(report) }
-                files.remove(url, countingAs: .sendError, why: "the server answered \(response.status) \(2 * options.maxAttempts) times")
-                onQueue.value.failures = 0
-                next()
+                retryLater(report)
             case 429:
                 restore(report)
                 limits.holdAfter429(categories, retryAfter: response.headers["retry-after"], now: clock.now())
@@ -317,15 +310,6 @@ final class Uploader: Sendable {
                 next()
             }
         }
-    }
-
-    /// Counts one more 408 or 5xx answer for the envelope `name`, and returns how many it got. The count
-    /// goes with a delivery or the deletion; forgotten all at once past 256 envelopes (evicted ones
-    /// leave theirs), which only starts their rounds again.
-    private func answeredWithErrors(_ name: String) -> Int {
-        if onQueue.value.errorAnswers.count > 256 { onQueue.value.errorAnswers = [:] }
-        onQueue.value.errorAnswers[name, default: 0] += 1
-        return onQueue.value.errorAnswers[name] ?? 0
     }
 
     private func next() {

@@ -155,28 +155,6 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
-    /// An envelope the server keeps answering with a 5xx (one it cannot process) does not hold the queue
-    /// for good: after two rounds of attempts (`maxAttempts` answers each, the cool-off between) it is
-    /// deleted and counted as `send_error`, and the envelopes after it go; a server that does not answer at
-    /// all (a network error) is waited for without end.
-    func testAnEnvelopeAnsweredWithA5xxRoundAfterRoundIsDroppedAndCounted() throws {
-        let server = try server { request, _ in
-            String(decoding: request.body, as: UTF8.self).contains("poison") ? .respond(500) : .respond(200)
-        }
-        defer { server.stop() }
-        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
-        buffer.add(log: .test("poison"))
-        buffer.flush()
-        buffer.add(log: .test("good"))
-        buffer.flush()
-        eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
-        let poisoned = server.requests.withLock { $0 }.filter { String(decoding: $0.body, as: UTF8.self).contains("poison") }
-        XCTAssertEqual(poisoned.count, 2 * UploadOptions().maxAttempts, "two rounds of attempts, no more")
-        XCTAssertEqual(try bodies(server).filter { !$0.elements.isEmpty }.flatMap(\.elements).compactMap { $0["body"] as? String }.filter { $0 == "good" }, ["good"])
-        XCTAssertEqual(buffer.stats().drops["send_error/log_item"], 1)
-        buffer.close()
-    }
-
     func testRejectedEnvelopesAreDeletedCountedAndReportedWithTheNextOne() throws {
         let server = try server(TestServer.sequence([.respond(400), .respond(413), .respond(400)]))
         defer { server.stop() }
