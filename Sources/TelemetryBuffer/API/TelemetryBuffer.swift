@@ -477,8 +477,8 @@ public final class TelemetryBuffer: Sendable {
         consent.set(value) { previous in
             // Before the folder opens there is no uploader: it reads the consent when it starts, and a
             // removal is owed at once, so that a takeover already queued removes before uploads start. What is
-            // held goes now: a takeover under way would move it in after that removal, and a grant that came
-            // meanwhile would let it be sent before the removal queued here runs.
+            // held goes now: a takeover under way would move it in after that removal and publish it, for the
+            // uploader to send before the removal queued here runs.
             let uploader = opened?.uploader
             if value == .revoked, uploader == nil {
                 held?.oweRemoval()
@@ -519,8 +519,12 @@ public final class TelemetryBuffer: Sendable {
     public func removeAllData() throws {
         guard !Self.isForkedChild else { return }
         let uploader = opened?.uploader
-        // Before the folder opens: owed at once, so that a takeover already queued removes before uploads start.
-        if uploader == nil { held?.oweRemoval() }
+        // Before the folder opens: owed at once, so that a takeover already queued removes before uploads start,
+        // and what is held goes now (see `setDataCollection`).
+        if uploader == nil {
+            held?.oweRemoval()
+            held?.discardHeld()
+        }
         if let failure = removeHoldingUploads(uploader, waits: true) { throw failure }
     }
 

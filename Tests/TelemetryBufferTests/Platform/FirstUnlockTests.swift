@@ -253,6 +253,46 @@ final class FirstUnlockTests: XCTestCase {
         }
     }
 
+    /// `removeAllData()` while the takeover is opening the folder drops what is held at once: the takeover
+    /// would move it in after its own removal and publish it, and the uploader could send it before the
+    /// removal the call waits for runs.
+    func testRemovingAllDataDuringTheTakeoverDropsWhatIsHeldAtOnce() throws {
+        let server = try TestServer(script: TestServer.sequence([]))
+        defer { server.stop() }
+        let locked = Locked(true), paused = Locked(false)
+        let opening = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+        let buffer = try TelemetryBuffer(options: uploadingOptions(directory, to: server) {
+            $0.protectedDataAvailable = {
+                guard !locked.withLock({ $0 }) else { return false }
+                if !paused.withLock({ was in defer { was = true }; return was }) {
+                    opening.signal()
+                    _ = proceed.wait(timeout: .now() + 20)
+                }
+                return true
+            }
+        })
+        XCTAssertTrue(buffer.add(log: .test("held, then removed")))
+        locked.withLock { $0 = false }
+        buffer.protectedDataBecameAvailable()
+        XCTAssertEqual(opening.wait(timeout: .now() + 20), .success, "the takeover opens the folder")
+        let removed = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? buffer.removeAllData()  // waits for the background queue, which the takeover holds
+            removed.signal()
+        }.start()
+        eventually { buffer.stats().bufferedItems == 0 }
+        proceed.signal()
+        XCTAssertEqual(removed.wait(timeout: .now() + 20), .success)
+        XCTAssertTrue(buffer.add(log: .test("after the removal")))
+        buffer.flush()
+        eventually { server.requests.withLock { $0.count } >= 1 && buffer.stats().upload == .idle }
+        buffer.close()
+        let sent = try server.requests.withLock { $0 }.flatMap { request in
+            try WalkedEnvelope(request.body).items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
+        }
+        XCTAssertEqual(sent, ["after the removal"])
+    }
+
     /// After a revocation and a grant while locked, what earlier processes left is removed when the folder
     /// opens, before a custom transport sees it; what came after the grant reaches it.
     func testACustomTransportGetsOnlyWhatCameAfterTheGrant() throws {
