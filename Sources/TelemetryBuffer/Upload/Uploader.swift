@@ -280,7 +280,8 @@ final class Uploader: Sendable {
             diagnostics.log(error is Redirected ? .warning : .info, "upload: \(name) → network error: \(error)")
             retryLater(report)
         case .success(let response):
-            diagnostics.log(.info, "upload: \(name) → \(response.status)")
+            // A redirect the client did not follow is worth a warning too (Apple's default client refuses them).
+            diagnostics.log((300..<400).contains(response.status) ? .warning : .info, "upload: \(name) → \(response.status)")
             limits.update(status: response.status, rateLimits: response.headers["x-sentry-rate-limits"],
                           retryAfter: response.headers["retry-after"], now: clock.now())
             switch response.status {

@@ -84,6 +84,30 @@ final class CallbackTests: XCTestCase {
         buffer.close()
     }
 
+    /// A 3xx answer (what Apple's default client returns for a redirect it refuses: a DSN behind a permanent
+    /// one never delivers) is a warning, not a line of information among the uploads'.
+    func testARedirectAnswerIsAWarning() throws {
+        struct Moved: HTTPClient {
+            func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) {
+                completion(.success(HTTPResponse(status: 308, headers: ["Location": "https://elsewhere.example/"])))
+            }
+        }
+        let warnings = Locked<[String]>([])
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.dsn = "http://k@127.0.0.1:1/1"
+            $0.upload = true
+            $0.httpClient = Moved()
+            $0.diagnosticHandler = { diagnostic in
+                if diagnostic.level == .warning { warnings.withLock { $0.append(diagnostic.message) } }
+            }
+        })
+        buffer.add(log: .test("moved"))
+        buffer.flush()
+        eventually { if case .backingOff = buffer.stats().upload { true } else { false } }
+        buffer.close()
+        XCTAssertTrue(warnings.withLock { $0 }.contains { $0.contains("308") }, "\(warnings.withLock { $0 })")
+    }
+
     /// A custom transport's `send` that reads `recovery` while the start hands it what an earlier buffer
     /// staged: recovery is done by then (it waited for the hand-over, and a `send` on the queue that waited
     /// for it would never return).
