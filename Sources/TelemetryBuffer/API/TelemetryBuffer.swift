@@ -605,7 +605,11 @@ public final class TelemetryBuffer: Sendable {
     public func flush() {
         guard !Self.isForkedChild else { return }
         // Inside the queue's work (a forward calling a transport's `send`): after it, never within it.
-        if isOnQueue { queue.async { [scheduler] in scheduler.forwardEverything() } } else { queue.sync { scheduler.forwardEverything() } }
+        if isOnQueue {
+            queue.async { [scheduler] in scheduler.forwardEverything() }
+        } else {
+            queue.sync { scheduler.forwardEverything() }
+        }
     }
 
     /// Like ``TelemetryBuffer/flush()-4a48u``, waiting at most `timeout` seconds.

@@ -97,7 +97,8 @@ public struct TelemetryBufferError: Error, Sendable, Hashable, CustomStringConve
     }
 
     static let forkedChild = Self(
-        .forkedChild, reason: "this process is the child of a fork() (without exec) of one that created a buffer, whose files and threads it shares")
+        .forkedChild,
+        reason: "this process is the child of a fork() (without exec) of one that created a buffer, whose files and threads it shares")
 
     /// A sentence naming the problem and the value at fault.
     public var description: String {

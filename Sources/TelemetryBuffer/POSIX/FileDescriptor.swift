@@ -139,10 +139,11 @@ struct FileDescriptor: RawRepresentable, Hashable, Sendable {
 
     /// Hands the file's data to the disk for the periodic syncs, not necessarily its times: `fdatasync`
     /// (one journal write less). On Apple platforms, which have no `fdatasync`, `fcntl(F_BARRIERFSYNC)`
-    /// (`fsync` where it is not supported; any other failure is the sync's): the writes reach the drive, ordered before any later ones, but
-    /// stay in its cache until its next flush (a publication's `F_FULLFSYNC`, or the drive's own) instead
-    /// of flushing the whole cache each time, which a phone pays for. Against power loss that widens the
-    /// window there beyond the sync interval; a crash or a kill loses nothing either way.
+    /// (`fsync` where it is not supported; any other failure is the sync's): the writes reach the drive,
+    /// ordered before any later ones, but stay in its cache until its next flush (a publication's
+    /// `F_FULLFSYNC`, or the drive's own) instead of flushing the whole cache each time, which a phone pays
+    /// for. Against power loss that widens the window there beyond the sync interval; a crash or a kill
+    /// loses nothing either way.
     /// Returns 0, or -1 with `errno` set.
     func dataSync() -> Int32 {
         #if canImport(Darwin)

@@ -8,8 +8,8 @@ import Foundation
 /// released, and when it forwards everything durably (the app moving to the background, a graceful exit),
 /// and read back by the next buffer's start; after a forward too while no request goes out, at most once
 /// per `ioSyncInterval`, and after a failed request before the uploader waits, both not synced, so that a
-/// crash or a kill loses less. The file holds a client
-/// report item's payload, written atomically (never on the adding thread, never per drop).
+/// crash or a kill loses less. The file holds a client report item's payload, written atomically (never on
+/// the adding thread, never per drop).
 struct SavedClientReport: Sendable {
     let folder: BufferFolder
 

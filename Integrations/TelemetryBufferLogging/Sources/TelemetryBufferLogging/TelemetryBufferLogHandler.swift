@@ -14,9 +14,8 @@ import TelemetryBuffer
 /// Each message becomes one log: the level mapped (`notice` → `info` with severity number 10, `warning` →
 /// `warn`, `critical` → `fatal`), the message as the body, the metadata as attributes (the handler's, then
 /// the metadata provider's, then the call's, a later key replacing an earlier one whole; nested values
-/// flattened with dotted keys), the call
-/// site as `code.*` attributes, the logger's label as `logger.name`, and `sentry.origin`
-/// `auto.log.swift-log`. The trace is `ActiveTrace.current` (the active span of `TelemetryBufferTracer`
+/// flattened with dotted keys), the call site as `code.*` attributes, the logger's label as `logger.name`,
+/// and `sentry.origin` `auto.log.swift-log`. The trace is `ActiveTrace.current` (the active span of `TelemetryBufferTracer`
 /// inside `withSpan`), else what `trace` returns, else `TraceID.process`. Logging costs what
 /// `buffer.add(log:)` costs plus building the attributes; it never waits on disk I/O.
 public struct TelemetryBufferLogHandler: LogHandler {
