@@ -40,9 +40,8 @@ final class Uploader: Sendable {
     private let volume = Locked((sent: 0, saved: 0))
     /// What only `queue` touches: the failures in a row; which scheduled wake-up is the latest (an earlier
     /// one that fires later does nothing); whether it is the pacing after a sent envelope, which a new
-    /// envelope does not cut short; the envelope a round of error answers made suspect, while another
-    /// goes first (`retryLater`).
-    private let onQueue: QueueBound<(failures: Int, wake: Int, pacingPending: Bool, suspect: String?)>
+    /// envelope does not cut short.
+    private let onQueue: QueueBound<(failures: Int, wake: Int, pacingPending: Bool)>
     /// While any is held, no request starts. Changed from any thread; read where a request would start.
     /// `dataRemoval` is counted (removals may overlap), the others are on or off.
     private let holds = Locked<[UploadHold: Int]>([:])
@@ -51,7 +50,7 @@ final class Uploader: Sendable {
          sdkVersion: String, limits: RateLimits, reports: ClientReportRecorder, diagnostics: Diagnostics,
          clock: any Clock = SystemClock()) {
         self.files = files
-        onQueue = QueueBound((failures: 0, wake: 0, pacingPending: false, suspect: nil), queue: queue)
+        onQueue = QueueBound((failures: 0, wake: 0, pacingPending: false), queue: queue)
         self.clock = clock
         self.client = client
         self.options = options
@@ -177,8 +176,7 @@ final class Uploader: Sendable {
         if let held { return set(.held(held)) }
         let now = clock.now()
         var limitedUntil: Date?
-        let suspect = onQueue.value.suspect
-        for url in files.storedEnvelopes() where url.lastPathComponent != suspect {
+        for url in files.storedEnvelopes() {
             let bytes: [UInt8]
             do {
                 guard let read = try FileSystem.readFile(url.path, prefix: 0, limit: FileSystem.maxEnvelopeBytes, length: { _ in .max })
@@ -203,11 +201,6 @@ final class Uploader: Sendable {
                 continue
             }
             return send(url, bytes, categories: categories, now: now)
-        }
-        if suspect != nil {
-            // No other envelope to try: the suspect waits out the cool-off, and is tried first after it.
-            onQueue.value.suspect = nil
-            return coolOff()
         }
         if let limitedUntil {
             set(.rateLimited(until: limitedUntil))
@@ -285,7 +278,7 @@ final class Uploader: Sendable {
         case .failure(let error):
             // A redirect is worth a warning: a DSN behind a permanent one never delivers.
             diagnostics.log(error is Redirected ? .warning : .info, "upload: \(name) → network error: \(error)")
-            retryLater(report, name: name, answered: false)
+            retryLater(report)
         case .success(let response):
             // A redirect the client did not follow is worth a warning too (Apple's default client refuses them).
             diagnostics.log((300..<400).contains(response.status) ? .warning : .info, "upload: \(name) → \(response.status)")
@@ -295,15 +288,10 @@ final class Uploader: Sendable {
             case 200..<300:
                 files.remove(url)
                 onQueue.value.failures = 0
-                if let suspect = onQueue.value.suspect.take() {
-                    // The server takes others: the suspect is one it cannot process, which held every later envelope.
-                    files.remove(url.deletingLastPathComponent().appendingPathComponent(suspect), countingAs: .sendError,
-                                 why: "the server answered it with errors round after round, and took the next one")
-                }
                 next()
             case 300..<400, 408, 500..<600:
                 // A 3xx: a redirect (a captive portal, say) the client did not follow, not an answer from Sentry.
-                retryLater(report, name: name, answered: response.status >= 400)
+                retryLater(report)
             case 429:
                 restore(report)
                 limits.holdAfter429(categories, retryAfter: response.headers["retry-after"], now: clock.now())
@@ -348,37 +336,15 @@ final class Uploader: Sendable {
         }
     }
 
-    /// After a failed attempt at the envelope `name` (`answered` with a 408 or 5xx): the backoff, or after
-    /// `maxAttempts` failures the cool-off. A round whose last failure was such an answer first lets another
-    /// envelope go: taken, it shows the server cannot process this one, which is then dropped (a 2xx in
-    /// `finish`); failing too (an outage), both wait out the cool-off. Without it, one envelope the server
-    /// cannot take held every later one for good.
-    private func retryLater(_ report: ClientReport?, name: String, answered: Bool) {
+    private func retryLater(_ report: ClientReport?) {
         dispatchPrecondition(condition: .onQueue(queue))
         restore(report)
-        if let suspect = onQueue.value.suspect, suspect != name {
-            // The other envelope failed too: not the suspect's doing.
-            onQueue.value.suspect = nil
-            return coolOff()
-        }
         onQueue.value.failures += 1
         let wait = options.wait(afterFailure: onQueue.value.failures, jitter: Double.random(in: 0..<1))
-        if wait.coolOff, answered, onQueue.value.suspect == nil {
-            onQueue.value.suspect = name
-            return next()
-        }
-        onQueue.value.suspect = nil
         let until = clock.now().addingTimeInterval(wait.seconds)
         if wait.coolOff { onQueue.value.failures = 0 }
         set(wait.coolOff ? .coolingOff(until: until) : .backingOff(until: until))
         schedule(after: wait.seconds)
-    }
-
-    /// The cool-off after a round of failed attempts: attempts count from 1 again after it.
-    private func coolOff() {
-        onQueue.value.failures = 0
-        set(.coolingOff(until: clock.now().addingTimeInterval(options.coolOff)))
-        schedule(after: options.coolOff)
     }
 
     private func stop(_ reason: UploadStop) {

@@ -155,46 +155,6 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
-    /// An envelope the server answers with a 5xx round after round (one it cannot process) does not hold
-    /// every later one for good: after a round of attempts answered so, the next envelope goes first; the
-    /// server taking it shows the first is the problem, which is deleted and counted as `send_error`.
-    func testAnEnvelopeTheServerKeepsFailingIsDroppedOnceAnotherGoesThrough() throws {
-        let server = try server { request, _ in
-            String(decoding: request.body, as: UTF8.self).contains("poison") ? .respond(500) : .respond(200)
-        }
-        defer { server.stop() }
-        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
-        buffer.add(log: .test("poison"))
-        buffer.flush()
-        buffer.add(log: .test("good"))
-        buffer.flush()
-        eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
-        let poisoned = server.requests.withLock { $0 }.filter { String(decoding: $0.body, as: UTF8.self).contains("poison") }
-        XCTAssertEqual(poisoned.count, UploadOptions().maxAttempts, "one round of attempts, then the next envelope went first")
-        let delivered = try bodies(server).flatMap(\.elements).compactMap { $0["body"] as? String }.filter { $0 != "poison" }
-        XCTAssertEqual(delivered, ["good"])
-        XCTAssertEqual(buffer.stats().drops["send_error/log_item"], 1)
-        buffer.close()
-    }
-
-    /// A server down for everything (a proxy answering 503 through an outage) is no reason to drop
-    /// anything: the envelope tried after a failed round fails too, and both wait through the cool-off
-    /// until the server takes them.
-    func testAnOutageAnsweredWith5xxDropsNothing() throws {
-        let server = try server { _, index in index < 12 ? .respond(503) : .respond(200) }
-        defer { server.stop() }
-        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
-        buffer.add(log: .test("first"))
-        buffer.flush()
-        buffer.add(log: .test("second"))
-        buffer.flush()
-        eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
-        let delivered = try bodies(server, Array(12..<server.requests.withLock { $0.count })).flatMap(\.elements).compactMap { $0["body"] as? String }
-        XCTAssertEqual(delivered, ["first", "second"])
-        XCTAssertNil(buffer.stats().drops["send_error/log_item"], "nothing dropped through the outage")
-        buffer.close()
-    }
-
     func testRejectedEnvelopesAreDeletedCountedAndReportedWithTheNextOne() throws {
         let server = try server(TestServer.sequence([.respond(400), .respond(413), .respond(400)]))
         defer { server.stop() }
