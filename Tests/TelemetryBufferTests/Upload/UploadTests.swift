@@ -155,6 +155,23 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// A server down for everything (a proxy answering 503 through an outage) is no reason to drop
+    /// anything: the envelopes wait through backoffs and cool-offs until the server takes them.
+    func testAnOutageAnsweredWith5xxDropsNothing() throws {
+        let server = try server { _, index in index < 12 ? .respond(503) : .respond(200) }
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
+        buffer.add(log: .test("first"))
+        buffer.flush()
+        buffer.add(log: .test("second"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
+        let delivered = try bodies(server, Array(12..<server.requests.withLock { $0.count })).flatMap(\.elements).compactMap { $0["body"] as? String }
+        XCTAssertEqual(delivered, ["first", "second"])
+        XCTAssertNil(buffer.stats().drops["send_error/log_item"], "nothing dropped through the outage")
+        buffer.close()
+    }
+
     func testRejectedEnvelopesAreDeletedCountedAndReportedWithTheNextOne() throws {
         let server = try server(TestServer.sequence([.respond(400), .respond(413), .respond(400)]))
         defer { server.stop() }
