@@ -204,61 +204,15 @@ final class FirstUnlockTests: XCTestCase {
         buffer.flush()
         eventually { server.requests.withLock { $0.count } >= 1 && buffer.stats().upload == .idle }
         buffer.close()
-        let sent = try server.requests.withLock { $0 }.flatMap { request in
-            try WalkedEnvelope(request.body).items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
-        }
+        let sent = try sentLogBodies(server)
         XCTAssertEqual(sent, ["after the grant"])
         XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), [])
     }
 
-    /// A revocation and a grant that come while the takeover is already under way (the unlock notified, the
-    /// folder being opened): what was held before the revocation is dropped by it, never uploaded (the
-    /// takeover moved it in, and the grant let the uploader send it before the removal ran).
-    func testARevocationAndAGrantDuringTheTakeoverUploadNothingHeldBefore() throws {
-        for run in 0..<3 {
-            directory.remove()
-            directory = try TemporaryDirectory()
-            let server = try TestServer(script: TestServer.sequence([]))
-            defer { server.stop() }
-            let locked = Locked(true), paused = Locked(false)
-            let opening = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
-            let buffer = try TelemetryBuffer(options: uploadingOptions(directory, to: server) {
-                $0.protectedDataAvailable = {
-                    guard !locked.withLock({ $0 }) else { return false }
-                    // The first open after the unlock waits, on the background queue, until the test lets it go.
-                    if !paused.withLock({ was in defer { was = true }; return was }) {
-                        opening.signal()
-                        _ = proceed.wait(timeout: .now() + 20)
-                    }
-                    return true
-                }
-            })
-            XCTAssertTrue(buffer.add(log: .test("held, then revoked")))
-            locked.withLock { $0 = false }
-            buffer.protectedDataBecameAvailable()
-            XCTAssertEqual(opening.wait(timeout: .now() + 20), .success, "the takeover opens the folder")
-            buffer.setDataCollection(.revoked)
-            XCTAssertEqual(buffer.stats().bufferedItems, 0, "run \(run): dropped by the revocation, not by a removal queued behind the takeover")
-            buffer.setDataCollection(.granted)
-            proceed.signal()
-            buffer.waitForBackgroundWork()
-            XCTAssertTrue(buffer.add(log: .test("after the removal")))
-            buffer.flush()
-            eventually { server.requests.withLock { $0.count } >= 1 && buffer.stats().upload == .idle }
-            buffer.close()
-            let sent = try server.requests.withLock { $0 }.flatMap { request in
-                try WalkedEnvelope(request.body).items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
-            }
-            XCTAssertEqual(sent, ["after the removal"], "run \(run)")
-        }
-    }
-
-    /// `removeAllData()` while the takeover is opening the folder drops what is held at once: the takeover
-    /// would move it in after its own removal and publish it, and the uploader could send it before the
-    /// removal the call waits for runs.
-    func testRemovingAllDataDuringTheTakeoverDropsWhatIsHeldAtOnce() throws {
-        let server = try TestServer(script: TestServer.sequence([]))
-        defer { server.stop() }
+    /// A buffer uploading to `server`, created before the unlock and holding the log `held`, whose takeover is
+    /// under way once this returns: the unlock came, and the first open of the folder after it waits, on the
+    /// background queue, until the test signals `proceed`.
+    private func bufferOpeningItsFolder(to server: TestServer, holding held: String) throws -> (TelemetryBuffer, proceed: DispatchSemaphore) {
         let locked = Locked(true), paused = Locked(false)
         let opening = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
         let buffer = try TelemetryBuffer(options: uploadingOptions(directory, to: server) {
@@ -271,10 +225,51 @@ final class FirstUnlockTests: XCTestCase {
                 return true
             }
         })
-        XCTAssertTrue(buffer.add(log: .test("held, then removed")))
+        XCTAssertTrue(buffer.add(log: .test(held)))
         locked.withLock { $0 = false }
         buffer.protectedDataBecameAvailable()
         XCTAssertEqual(opening.wait(timeout: .now() + 20), .success, "the takeover opens the folder")
+        return (buffer, proceed)
+    }
+
+    /// The bodies of the logs `server` received, in order.
+    private func sentLogBodies(_ server: TestServer) throws -> [String] {
+        try server.requests.withLock { $0 }.flatMap { request in
+            try WalkedEnvelope(request.body).items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
+        }
+    }
+
+    /// A revocation and a grant that come while the takeover is already under way (the unlock notified, the
+    /// folder being opened): what was held before the revocation is dropped by it, never uploaded (the
+    /// takeover moved it in, and the grant let the uploader send it before the removal ran).
+    func testARevocationAndAGrantDuringTheTakeoverUploadNothingHeldBefore() throws {
+        for run in 0..<3 {
+            directory.remove()
+            directory = try TemporaryDirectory()
+            let server = try TestServer(script: TestServer.sequence([]))
+            defer { server.stop() }
+            let (buffer, proceed) = try bufferOpeningItsFolder(to: server, holding: "held, then revoked")
+            buffer.setDataCollection(.revoked)
+            XCTAssertEqual(buffer.stats().bufferedItems, 0, "run \(run): dropped by the revocation, not by a removal queued behind the takeover")
+            buffer.setDataCollection(.granted)
+            proceed.signal()
+            buffer.waitForBackgroundWork()
+            XCTAssertTrue(buffer.add(log: .test("after the removal")))
+            buffer.flush()
+            eventually { server.requests.withLock { $0.count } >= 1 && buffer.stats().upload == .idle }
+            buffer.close()
+            let sent = try sentLogBodies(server)
+            XCTAssertEqual(sent, ["after the removal"], "run \(run)")
+        }
+    }
+
+    /// `removeAllData()` while the takeover is opening the folder drops what is held at once: the takeover
+    /// would move it in after its own removal and publish it, and the uploader could send it before the
+    /// removal the call waits for runs.
+    func testRemovingAllDataDuringTheTakeoverDropsWhatIsHeldAtOnce() throws {
+        let server = try TestServer(script: TestServer.sequence([]))
+        defer { server.stop() }
+        let (buffer, proceed) = try bufferOpeningItsFolder(to: server, holding: "held, then removed")
         let removed = DispatchSemaphore(value: 0)
         Thread {
             _ = try? buffer.removeAllData()  // waits for the background queue, which the takeover holds
@@ -287,9 +282,7 @@ final class FirstUnlockTests: XCTestCase {
         buffer.flush()
         eventually { server.requests.withLock { $0.count } >= 1 && buffer.stats().upload == .idle }
         buffer.close()
-        let sent = try server.requests.withLock { $0 }.flatMap { request in
-            try WalkedEnvelope(request.body).items.filter { $0.type == "log" }.flatMap(\.elements).compactMap { $0["body"] as? String }
-        }
+        let sent = try sentLogBodies(server)
         XCTAssertEqual(sent, ["after the removal"])
     }
 

@@ -263,21 +263,9 @@ final class CrashTests: XCTestCase {
     /// The child of a `fork()` shares the parent's mapped lists and folder: its adds are refused and its
     /// crash handler writes nothing, so only the parent's items arrive.
     func testAForkedChildNeitherAddsNorWritesIntoTheParentsFolder() throws {
-        for strategy in Options.Strategy.allCases {
-            let folder = try TemporaryDirectory()
-            directory.remove()
-            directory = folder
-            defer { folder.remove() }
-            let run = try Demo.run(["crash", "--kind", "abort", "--dir", directory.url.path, "--strategy", strategy.rawValue,
-                                    "--after", "60", "--spans", "--max-envelopes", "100000", "--fork-child"], backtrace: false)
-            XCTAssertEqual(run.status, -SIGABRT, "\(strategy): \(run.errors.suffix(500))")
-            let child = run.lines.filter { $0.hasPrefix("child ") }
+        try forEachStrategyWithAForkedChild([]) { strategy, child, _ in
             XCTAssertFalse(child.contains { $0.hasPrefix("child hung") }, "\(strategy): \(child)")
-            XCTAssertEqual(child.filter { $0.hasPrefix("child add") }, Array(repeating: "child add false", count: 5), "\(strategy)")
             XCTAssertEqual(child.filter { $0.hasPrefix("child status") }.count, 1, "\(strategy): the child ran and ended")
-            var parent = run
-            parent.output = run.lines.filter { !$0.hasPrefix("child ") }.map { $0 + "\n" }.joined()
-            try assertRecoveredExactlyOnce(parent, count: 60, "\(strategy) with a forked child")
         }
     }
 
@@ -286,24 +274,34 @@ final class CrashTests: XCTestCase {
     /// the folder locked while it lived), a buffer the child creates fails clearly (it would take nothing),
     /// and the child's exit does none of the parent's work; every item arrives once.
     func testAForkedChildThatLivesOnNeitherHoldsTheFolderNorWorksAtItsExit() throws {
+        try forEachStrategyWithAForkedChild(["--child-exits"]) { strategy, child, run in
+            XCTAssertTrue(run.lines.contains("reopened while the child lives: ok"), "\(strategy): \(run.lines.filter { $0.hasPrefix("reopened") })")
+            XCTAssertEqual(child.filter { $0.hasPrefix("child init") }, ["child init forkedChild"], "\(strategy): a clear error")
+            XCTAssertEqual(child.filter { $0.hasPrefix("child status") || $0.hasPrefix("child hung") }, ["child status 0"],
+                           "\(strategy): the child exited by itself, gracefully")
+        }
+    }
+
+    /// For each strategy, in a folder of its own: the demo adds 60 items, forks a child (`--fork-child` and
+    /// `extra`) that adds five logs, then aborts; `check` sees the child's lines and the run. The child's adds
+    /// are all refused, the parent dies of SIGABRT, and every item the parent acknowledged is recovered once.
+    private func forEachStrategyWithAForkedChild(
+        _ extra: [String], check: (Options.Strategy, _ child: [String], Demo.Run) throws -> Void
+    ) throws {
         for strategy in Options.Strategy.allCases {
             let folder = try TemporaryDirectory()
             directory.remove()
             directory = folder
             defer { folder.remove() }
             let run = try Demo.run(["crash", "--kind", "abort", "--dir", directory.url.path, "--strategy", strategy.rawValue,
-                                    "--after", "60", "--spans", "--max-envelopes", "100000", "--fork-child", "--child-exits"],
-                                   backtrace: false)
+                                    "--after", "60", "--spans", "--max-envelopes", "100000", "--fork-child"] + extra, backtrace: false)
             XCTAssertEqual(run.status, -SIGABRT, "\(strategy): \(run.errors.suffix(500))")
-            XCTAssertTrue(run.lines.contains("reopened while the child lives: ok"), "\(strategy): \(run.lines.filter { $0.hasPrefix("reopened") })")
             let child = run.lines.filter { $0.hasPrefix("child ") }
             XCTAssertEqual(child.filter { $0.hasPrefix("child add") }, Array(repeating: "child add false", count: 5), "\(strategy)")
-            XCTAssertEqual(child.filter { $0.hasPrefix("child init") }, ["child init forkedChild"], "\(strategy): a clear error")
-            XCTAssertEqual(child.filter { $0.hasPrefix("child status") || $0.hasPrefix("child hung") }, ["child status 0"],
-                           "\(strategy): the child exited by itself, gracefully")
+            try check(strategy, child, run)
             var parent = run
             parent.output = run.lines.filter { !$0.hasPrefix("child ") && !$0.hasPrefix("reopened ") }.map { $0 + "\n" }.joined()
-            try assertRecoveredExactlyOnce(parent, count: 60, "\(strategy) with a forked child that exits")
+            try assertRecoveredExactlyOnce(parent, count: 60, "\(strategy) with a forked child")
         }
     }
 
