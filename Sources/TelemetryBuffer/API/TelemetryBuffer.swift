@@ -476,14 +476,10 @@ public final class TelemetryBuffer: Sendable {
         guard !Self.isForkedChild else { return }
         consent.set(value) { previous in
             // Before the folder opens there is no uploader: it reads the consent when it starts, and a
-            // removal is owed at once, so that a takeover already queued removes before uploads start. What is
-            // held goes now: a takeover under way would move it in after that removal and publish it, for the
-            // uploader to send before the removal queued here runs.
+            // removal is owed at once (what is held goes with it), so that a takeover already queued removes
+            // before uploads start.
             let uploader = opened?.uploader
-            if value == .revoked, uploader == nil {
-                held?.oweRemoval()
-                held?.discardHeld()
-            }
+            if value == .revoked, uploader == nil { held?.oweRemoval() }
             if value != .granted { uploader?.hold(.consent, true) }
             // Held until the removal is done, whatever a grant queued before it releases.
             if value == .revoked { removeHoldingUploads(uploader, waits: false) }
@@ -519,12 +515,9 @@ public final class TelemetryBuffer: Sendable {
     public func removeAllData() throws {
         guard !Self.isForkedChild else { return }
         let uploader = opened?.uploader
-        // Before the folder opens: owed at once, so that a takeover already queued removes before uploads start,
-        // and what is held goes now (see `setDataCollection`).
-        if uploader == nil {
-            held?.oweRemoval()
-            held?.discardHeld()
-        }
+        // Before the folder opens: owed at once (what is held goes with it), so that a takeover already queued
+        // removes before uploads start.
+        if uploader == nil { held?.oweRemoval() }
         if let failure = removeHoldingUploads(uploader, waits: true) { throw failure }
     }
 
@@ -551,8 +544,8 @@ public final class TelemetryBuffer: Sendable {
             held.takeOver()
         }
         guard let opened else {
-            // Still waiting for the unlock: what is held goes now, the folder's contents once it opens.
-            held?.discardHeld()
+            // Still waiting for the unlock: what was held went with the owed removal, the folder's contents go
+            // once it opens.
             throw TelemetryBufferError.fileSystem(operation: "open", path: directory.path, errno: EPERM)
         }
         guard !opened.folder.isReleased else { throw TelemetryBufferError.closed(path: directory.path) }

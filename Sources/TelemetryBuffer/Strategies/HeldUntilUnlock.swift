@@ -53,8 +53,17 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
         }
     }
 
-    /// Notes a removal that could not reach the folder, for the takeover to run.
-    func oweRemoval() { state.withLock { $0.removalOwed = true } }
+    /// Notes a removal that could not reach the folder, for the takeover to run, and before the takeover
+    /// drops what is held now (nothing of it was stored): a takeover under way would move it in after its
+    /// own removal and publish it, for the uploader to send before the removal the caller queued runs.
+    func oweRemoval() {
+        state.withLock { state in
+            state.removalOwed = true
+            guard state.started == nil else { return }
+            try? region.reset()
+            state.tally = BatchTally()
+        }
+    }
 
     /// Whether a removal is owed; it is not any more.
     func takeOwedRemoval() -> Bool {
@@ -153,15 +162,6 @@ final class HeldUntilUnlock: BufferStrategy, @unchecked Sendable {
             _ = region.records.forEachRecord {
                 reports.recordDrop(of: $0.category, bytes: $0.payload.count, reason: .internalSDKError)
             }
-            try? region.reset()
-            state.tally = BatchTally()
-        }
-    }
-
-    /// Before the takeover, drops what is held (for `removeAllData`: nothing of it was stored).
-    func discardHeld() {
-        state.withLock { state in
-            guard state.started == nil else { return }
             try? region.reset()
             state.tally = BatchTally()
         }
