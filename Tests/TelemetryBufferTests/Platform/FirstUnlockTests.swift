@@ -107,7 +107,8 @@ final class FirstUnlockTests: XCTestCase {
             let buffer = try TelemetryBuffer(options: options(strategy, locked: locked, maxBatchBytes: 64 << 10))
             let accepted = Locked<[String]>([])
             let started = DispatchSemaphore(value: 0)
-            DispatchQueue.global().async {
+            let unlocking = DispatchGroup()
+            DispatchQueue.global().async(group: unlocking) {
                 for _ in 0..<4 { started.wait() }
                 locked.withLock { $0 = false }
                 buffer.protectedDataBecameAvailable()
@@ -118,6 +119,8 @@ final class FirstUnlockTests: XCTestCase {
                     accepted.withLock { $0.append("t\(thread) \(index)") }
                 }
             }
+            // The unlock may come after the last add; `close` before it would count what is held as lost.
+            unlocking.wait()
             buffer.close()
             let stored = try logBodies(in: buffer.envelopesDirectory)
             XCTAssertEqual(stored.count, Set(stored).count, "\(strategy): no duplicates")
