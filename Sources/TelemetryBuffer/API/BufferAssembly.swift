@@ -110,7 +110,7 @@ struct FolderParts: Sendable {
             let transport = try FileTransport(
                 directory: stored,
                 maxEnvelopes: options.maxCachedEnvelopes, maxBytes: options.maxCacheBytes, maxAge: options.maxEnvelopeAge,
-                reports: assembly.reports, diagnostics: diagnostics)
+                clock: options.clock, reports: assembly.reports, diagnostics: diagnostics)
             (files, outbox) = (transport, GatedOutbox(transport, consent: assembly.consent))
         }
         claimed = try Recovery.claim(folder: folder, names: folder.found)

@@ -729,7 +729,7 @@ public final class TelemetryBuffer: Sendable {
             $0["\($1.reason.rawValue)/\($1.category.rawValue)"] = $1.quantity
         }
         let transferred = uploader?.transferred ?? (sent: 0, saved: 0)
-        return QueueStats(stored: stored, oldestEnvelopeAge: oldest.map { Date().timeIntervalSince($0) },
+        return QueueStats(stored: stored, oldestEnvelopeAge: oldest.map { options.clock.now().timeIntervalSince($0) },
                           bufferedItems: strategy.bufferedItems, drops: drops, upload: uploader?.state ?? .disabled,
                           bytesSent: transferred.sent, bytesSavedByGzip: transferred.saved)
     }

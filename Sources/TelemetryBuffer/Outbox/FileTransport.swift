@@ -11,13 +11,16 @@ extension TelemetryBuffer {
     /// the oldest of those; its items are counted as `cache_overflow`. Upload order stays oldest first. The
     /// envelope under upload counts toward neither limit and is not evicted.
     /// Envelopes older than `maxAge` and temporary files left by a crash are removed when the transport
-    /// opens the folder.
+    /// opens the folder; the uploader removes an envelope older than `maxAge` when it reaches it.
     public final class FileTransport: Transport, Outbox, Sendable {
         /// The folder holding the envelopes.
         public let directory: URL
         private let directoryFD: FileDescriptor
         private let maxEnvelopes: Int
         private let maxBytes: Int
+        private let maxAge: TimeInterval
+        /// The time names record and ages are measured on (internal: tests move a clock by hand).
+        private let clock: any Clock
         private let reports: ClientReportRecorder?
         private let diagnostics: Diagnostics
         /// A stored envelope file.
@@ -55,7 +58,7 @@ extension TelemetryBuffer {
                           reports: nil, diagnostics: Diagnostics(handler: nil))
         }
 
-        init(directory: URL, maxEnvelopes: Int, maxBytes: Int = 10 << 20, maxAge: TimeInterval,
+        init(directory: URL, maxEnvelopes: Int, maxBytes: Int = 10 << 20, maxAge: TimeInterval, clock: any Clock = SystemClock(),
              reports: ClientReportRecorder?, diagnostics: Diagnostics) throws {
             guard maxEnvelopes >= 1 else {
                 throw TelemetryBufferError.invalidOption(name: "maxCachedEnvelopes", reason: "must be at least 1")
@@ -67,12 +70,14 @@ extension TelemetryBuffer {
             self.directory = directory
             self.maxEnvelopes = maxEnvelopes
             self.maxBytes = maxBytes
+            self.maxAge = maxAge
+            self.clock = clock
             self.reports = reports
             self.diagnostics = diagnostics
             directoryFD = try FileSystem.openDirectory(directory)
 
             let entries = (try? FileSystem.names(inDirectory: directoryFD, path: directory.path)) ?? []
-            let now = Date()
+            let now = clock.now()
             var stored: [Stored] = []
             var expired: [String] = []
             for name in entries {
@@ -82,10 +87,7 @@ extension TelemetryBuffer {
                     try? directoryFD.remove(name, path: directory.path)
                 } else if name.hasSuffix(Self.fileExtension) {
                     let path = directory.appendingPathComponent(name).path
-                    let created = Self.creationDate(ofName: name)
-                        ?? (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
-                        ?? now
-                    if now.timeIntervalSince(created) > maxAge {
+                    if now.timeIntervalSince(Self.creationDate(ofName: name, path: path) ?? now) > maxAge {
                         expired.append(name)
                     } else {
                         stored.append(Stored(name: name, bytes: Self.size(of: path)))
@@ -105,7 +107,7 @@ extension TelemetryBuffer {
         /// - Throws: `TelemetryBufferError.fileSystem` if it could not be written and synced.
         public func send(_ envelope: Envelope) throws {
             try state.withLock { state in
-                let name = Self.name(now: Date(), counter: state.counter)
+                let name = Self.name(now: clock.now(), counter: state.counter)
                 state.counter &+= 1
                 try FileSystem.writeAtomically(
                     envelope.bytes, name: name, temporaryName: "." + name + Self.temporarySuffix,
@@ -124,7 +126,7 @@ extension TelemetryBuffer {
             try state.withLock { state in
                 for (position, file) in files.enumerated() {
                     if position == 1 { Failpoint.moveOne.hit() }
-                    let name = Self.name(now: Date(), counter: state.counter)
+                    let name = Self.name(now: clock.now(), counter: state.counter)
                     state.counter &+= 1
                     let target = directory.path + "/" + name
                     try SystemCall.retrying("rename", target) { rename(file, target) }
@@ -161,6 +163,16 @@ extension TelemetryBuffer {
             if let reason { discard(name, reason: reason, why: why) } else {
                 try? directoryFD.remove(name, path: directory.path)
             }
+        }
+
+        /// Removes `url` if it is older than `maxAge` (its items count as `cache_overflow`, as at the folder's
+        /// opening) and returns `true`; an envelope the server keeps failing stops holding the queue then.
+        func removeIfExpired(_ url: URL) -> Bool {
+            let now = clock.now()
+            guard let created = Self.creationDate(ofName: url.lastPathComponent, path: url.path),
+                  now.timeIntervalSince(created) > maxAge else { return false }
+            remove(url, countingAs: .cacheOverflow, why: "older than maxEnvelopeAge")
+            return true
         }
 
         /// Deletes every envelope in the folder, not counted as dropped (the app asked for it), and makes
@@ -382,6 +394,12 @@ extension TelemetryBuffer {
         static func creationDate(ofName name: String) -> Date? {
             guard name.count > 17, let micros = UInt64(name.prefix(16)) else { return nil }
             return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+        }
+
+        /// When the envelope `name` at `path` was stored: the time its name records, else (a file this class
+        /// did not name) its modification date.
+        private static func creationDate(ofName name: String, path: String) -> Date? {
+            creationDate(ofName: name) ?? (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
         }
 
         private static func pad(_ text: String, _ width: Int) -> String {

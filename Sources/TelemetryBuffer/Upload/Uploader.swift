@@ -7,7 +7,7 @@ import Foundation
 /// | response | action |
 /// |---|---|
 /// | 2xx | delete the envelope; the attempt counter restarts |
-/// | network error, 408, 5xx | keep it; back off `backoffBase × 2^(n-1)` + jitter; after `maxAttempts`, cool off, then again |
+/// | network error, 3xx, 408, 5xx | keep it; back off `backoffBase × 2^(n-1)` + jitter; after `maxAttempts`, cool off, then again |
 /// | 429 | keep it; its categories wait out the rate limit |
 /// | 400, 413, other 4xx | delete it, count its items as `send_error`, go on |
 /// | 401, 403 | stop; the buffer shuts down and removes every stored file |
@@ -16,7 +16,9 @@ import Foundation
 /// Every response's `X-Sentry-Rate-Limits` (or a 429's `Retry-After`) updates the rate limits. Each request
 /// gets `sent_at` in its envelope header (the file never holds it) and the pending client report as an
 /// extra item; the report's counts are reset only when Sentry accepts the envelope. An envelope that
-/// cannot be read or parsed is deleted and counted (`internal_sdk_error`), never retried. Bodies of 1 KiB
+/// cannot be read or parsed is deleted and counted (`internal_sdk_error`), never retried; one older than
+/// `maxEnvelopeAge` is deleted and counted (`cache_overflow`) when the uploader reaches it, so an envelope
+/// the server keeps failing holds the queue no longer than that. Bodies of 1 KiB
 /// or more go gzip-compressed. Holds (consent, a removal, a metered network) stop new requests without
 /// dropping anything; `resume()` ends a backoff or cool-off early.
 final class Uploader: Sendable {
@@ -176,7 +178,7 @@ final class Uploader: Sendable {
         if let held { return set(.held(held)) }
         let now = clock.now()
         var limitedUntil: Date?
-        for url in files.storedEnvelopes() {
+        for url in files.storedEnvelopes() where !files.removeIfExpired(url) {
             let bytes: [UInt8]
             do {
                 guard let read = try FileSystem.readFile(url.path, prefix: 0, limit: FileSystem.maxEnvelopeBytes, length: { _ in .max })

@@ -172,6 +172,34 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// An envelope the server keeps failing (a 503 for it, whatever comes after) holds the queue only until
+    /// it is older than `maxEnvelopeAge`: the uploader then removes it (`cache_overflow`, as a start does) and
+    /// sends the next one, which is not that old.
+    func testAnEnvelopeFailingPastMaxEnvelopeAgeIsRemovedAndTheQueueGoesOn() throws {
+        let server = try server { request, _ in String(decoding: request.body, as: UTF8.self).contains("poison") ? .respond(503) : .respond(200) }
+        defer { server.stop() }
+        let clock = ManualClock()
+        let buffer = try buffer(server) { $0.clock = clock; $0.maxEnvelopeAge = 3600 }
+        /// Whether `count` requests were answered (the wake-ups due now handed over meanwhile).
+        func answered(_ count: Int) -> Bool {
+            clock.advance(by: 0)
+            return server.requests.withLock { $0.count } == count && buffer.stats().upload != .sending
+        }
+        buffer.add(log: .test("poison"))
+        buffer.flush()
+        eventually { answered(1) }
+        clock.advance(by: 1800)
+        eventually { answered(2) }
+        buffer.add(log: .test("later"))
+        buffer.flush()
+        clock.advance(by: 1801)
+        eventually { answered(3) && stored(buffer) == 0 }
+        let bodies = server.requests.withLock { $0 }.map { String(decoding: $0.body, as: UTF8.self) }
+        XCTAssertEqual(bodies.map { $0.contains("poison") }, [true, true, false], "the poison twice, then the next envelope")
+        XCTAssertEqual(buffer.stats().drops["cache_overflow/log_item"], 1)
+        buffer.close()
+    }
+
     func testRejectedEnvelopesAreDeletedCountedAndReportedWithTheNextOne() throws {
         let server = try server(TestServer.sequence([.respond(400), .respond(413), .respond(400)]))
         defer { server.stop() }
