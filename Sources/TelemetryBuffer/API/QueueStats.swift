@@ -9,7 +9,7 @@ extension TelemetryBuffer {
         case idle
         /// A request is under way.
         case sending
-        /// Waiting after a failed attempt (network error, 408, 5xx) until the date.
+        /// Waiting after a failed attempt (network error, 3xx, 408, 5xx) until the date.
         case backingOff(until: Date)
         /// Resting after `UploadOptions.maxAttempts` failures until the date.
         case coolingOff(until: Date)

@@ -101,7 +101,7 @@ extension TelemetryBuffer {
 
         deinit { directoryFD.close() }
 
-        /// Writes the envelope durably, then evicts the oldest envelopes beyond the limit.
+        /// Writes the envelope durably, then evicts the least important envelopes beyond the limits.
         ///
         /// - Parameter envelope: The envelope, stored as its bytes.
         /// - Throws: `TelemetryBufferError.fileSystem` if it could not be written and synced.

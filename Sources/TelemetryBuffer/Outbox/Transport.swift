@@ -5,7 +5,8 @@ extension TelemetryBuffer {
     /// that called `add`. Plug in your own to route envelopes elsewhere.
     public protocol Transport: Sendable {
         /// Takes one envelope. Return only once it is safe (stored durably or delivered); throw if it could not
-        /// be, and the buffer counts its items as dropped (`internal_sdk_error`). See
+        /// be: the envelope stays staged in the buffer's folder and is offered again, before any later one, at
+        /// the next forward and the next start (nothing is counted as dropped). See
         /// <doc:ImplementingATransport> for the implementation requirements.
         ///
         /// - Parameter envelope: A complete envelope in Sentry's format.

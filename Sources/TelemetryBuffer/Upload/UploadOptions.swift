@@ -18,7 +18,7 @@ extension TelemetryBuffer {
         /// system's zlib where there is one). A custom `HTTPClient` must then send every header it is given.
         public var compressesBodies = true
 
-        /// The defaults: 0.1 s pacing; backoff 3 s × 2^n with jitter; 5 attempts; 30 min cool-off; 30 s timeout.
+        /// The defaults: 0.1 s pacing; backoff 3 s × 2^(n-1) with jitter; 5 attempts; 30 min cool-off; 30 s timeout.
         public init() {}
 
         /// How long to wait after the `failures`-th consecutive failure (1-based), given a uniform random
