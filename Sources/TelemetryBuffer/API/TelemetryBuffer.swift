@@ -445,7 +445,8 @@ public final class TelemetryBuffer: Sendable {
     /// Sets the dynamic sampling context that the envelopes of `trace`'s spans carry as their `trace`
     /// header: the one the trace's head froze. A tracer that continues an incoming request passes its
     /// caller's (the `sentry-` members of its `baggage`, without the prefix); one that starts a trace, its
-    /// own (with its `sample_rand`). String fields; the `trace_id` is the trace's. Kept in memory for the
+    /// own (with its `sample_rand`). String fields; the `trace_id` is the trace's; a key with `baggage`'s
+    /// `sentry-` prefix is taken without it; the DSN's `public_key` goes in if it has none. Kept in memory for the
     /// latest 1024 traces set (fewer if their contexts take more than 1 MiB); the spans of other traces, and
     /// spans recovered after a restart, carry the buffer's own (the DSN's public key,
     /// ``Options/tracesSampleRate``, the release and the environment).

@@ -24,9 +24,10 @@ struct EnvelopeEncoder: Sendable {
     let tracedHeaderPrefix: [UInt8]
     let tracedHeaderSuffix: [UInt8]
     /// The contexts traces' heads froze, which replace the buffer's own in their envelopes' headers.
-    let traceContexts = TraceSamplingContexts()
+    let traceContexts: TraceSamplingContexts
 
     init(dsn: DSN, sdkName: String, sdkVersion: String, sampling: SamplingContext) {
+        traceContexts = TraceSamplingContexts(publicKey: sampling.publicKey)
         func bytes(_ write: (inout JSONWriter) -> Void) -> [UInt8] {
             let buffer = ByteBuffer(capacity: 256)
             var writer = JSONWriter(appendingTo: buffer)

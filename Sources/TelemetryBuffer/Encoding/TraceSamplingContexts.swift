@@ -18,13 +18,23 @@ final class TraceSamplingContexts: Sendable {
     static let capacity = 1024
     static let maxBytes = 1 << 20
     private let state = Locked(State())
+    /// The DSN's public key, for a context without one (Sentry requires it).
+    private let publicKey: String
 
-    /// Sets `trace`'s context: string fields (a `trace_id` among them is left out: the trace says it).
+    init(publicKey: String) { self.publicKey = publicKey }
+
+    /// Sets `trace`'s context: string fields (a `trace_id` among them is left out: the trace says it), keys
+    /// with `baggage`'s `sentry-` prefix taken without it, the DSN's `public_key` if it has none.
     func set(_ context: [String: String], for trace: TraceID) {
+        var fields = [String: String](minimumCapacity: context.count + 1)
+        for (key, value) in context {
+            fields[key.hasPrefix("sentry-") ? String(key.dropFirst(7)) : key] = value
+        }
+        if fields["public_key"] == nil { fields["public_key"] = publicKey }
         let buffer = ByteBuffer(capacity: 256)
         var writer = JSONWriter(appendingTo: buffer)
         writer.byte(UInt8(ascii: "\""))
-        for (key, value) in context.sorted(by: { $0.key < $1.key }) where key != "trace_id" {
+        for (key, value) in fields.sorted(by: { $0.key < $1.key }) where key != "trace_id" {
             writer.byte(UInt8(ascii: ","))
             writer.string(key)
             writer.byte(UInt8(ascii: ":"))

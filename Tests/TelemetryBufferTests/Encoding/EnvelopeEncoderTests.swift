@@ -173,15 +173,17 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(contexts["newest"]?["transaction"], large)
     }
 
-    /// A trace whose head's sampling context was set carries it (the `trace_id` always the trace's);
-    /// another trace carries the buffer's own; the oldest of more than `capacity` set is forgotten.
+    /// A trace whose head's sampling context was set carries it (the `trace_id` always the trace's, the
+    /// DSN's `public_key` if it has none, which Sentry requires; keys as in `baggage`, `sentry-` prefixed, are
+    /// taken without the prefix); another trace carries the buffer's own; the oldest of more than `capacity`
+    /// set is forgotten.
     func testATraceCarriesTheSamplingContextItsHeadFroze() throws {
         let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.tracesSampleRate = 0.25 })
         defer { buffer.close() }
         let continued = TraceID(high: 7, low: 7), own = TraceID(high: 8, low: 8)
         buffer.setSamplingContext(["trace_id": "not this", "public_key": "caller", "sample_rate": "0.5", "sample_rand": "0.123456",
                                    "sampled": "true", "transaction": "GET \"/cart\""], forTrace: continued)
-        for index in 0..<TraceSamplingContexts.capacity { buffer.setSamplingContext(["n": "\(index)"], forTrace: TraceID(high: 9, low: UInt64(index))) }
+        for index in 0..<TraceSamplingContexts.capacity { buffer.setSamplingContext(["sentry-n": "\(index)"], forTrace: TraceID(high: 9, low: UInt64(index))) }
         buffer.add(span: .test("continued", trace: continued))
         buffer.add(span: .test("own", trace: own))
         buffer.add(span: .test("latest", trace: TraceID(high: 9, low: UInt64(TraceSamplingContexts.capacity - 1))))
@@ -193,7 +195,7 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(contexts["own"]?["sample_rate"], "0.25", "the buffer's own")
         XCTAssertEqual(contexts["own"]?["trace_id"], own.description)
         XCTAssertEqual(contexts["latest"], ["trace_id": TraceID(high: 9, low: UInt64(TraceSamplingContexts.capacity - 1)).description,
-                                            "n": "\(TraceSamplingContexts.capacity - 1)"])
+                                            "public_key": "a1b2c3d4e5f60718293a4b5c6d7e8f90", "n": "\(TraceSamplingContexts.capacity - 1)"])
         // The continued trace's was the oldest of capacity + 1 set: forgotten, so the buffer's own.
         XCTAssertEqual(contexts["continued"]?["sample_rate"], "0.25")
         buffer.setSamplingContext(["public_key": "caller", "transaction": "GET \"/cart\""], forTrace: continued)
