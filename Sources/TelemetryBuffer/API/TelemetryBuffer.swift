@@ -358,7 +358,7 @@ public final class TelemetryBuffer: Sendable {
     @inline(__always)
     private func submit(_ metric: Metric) -> Bool {
         guard metric.isFinite else {
-            reports.recordDrop(of: .traceMetric, bytes: 0, reason: .invalid)
+            reports.recordDrop(of: .traceMetric, bytes: encodedSize(of: metric), reason: .invalid)
             diagnostics.log(.error, "dropped the metric \(metric.name): its value is not finite")
             return false
         }
@@ -371,10 +371,11 @@ public final class TelemetryBuffer: Sendable {
         }
     }
 
-    /// The bytes a metric a hook dropped would have taken (it takes no sequence number); 0 for one that
-    /// cannot be encoded.
+    /// The bytes a dropped metric would have taken (it takes no sequence number); one whose value is not
+    /// finite, as if it were 0, which JSON can carry.
     private func encodedSize(of metric: Metric) -> Int {
-        guard metric.isFinite else { return 0 }
+        var metric = metric
+        if !metric.isFinite { metric.value = .double(0) }
         return EncodingScratch.withCurrent { scratch in
             var writer = JSONWriter(appendingTo: scratch)
             encoder.encode(metric, into: &writer, numbered: false, defaults: scope.defaults)

@@ -77,10 +77,10 @@ final class RateLimits: @unchecked Sendable {
         return deadline > Self.micros(now) ? Date(timeIntervalSince1970: Double(deadline) / 1_000_000) : nil
     }
 
-    /// Applies a response: `X-Sentry-Rate-Limits` if present (any status), else for a 429 `Retry-After`
-    /// (seconds or an HTTP date), else for a 429 sixty seconds on every category.
+    /// Applies a response: `X-Sentry-Rate-Limits` if present (any status; a blank one is none), else for a
+    /// 429 `Retry-After` (seconds or an HTTP date), else for a 429 sixty seconds on every category.
     func update(status: Int, rateLimits: String?, retryAfter: String?, now: Date = Date()) {
-        if let rateLimits {
+        if let rateLimits, rateLimits.contains(where: { $0 != " " && $0 != "\t" }) {
             for (category, seconds) in Self.parse(rateLimits) { extend(category, by: seconds, now: now) }
         } else if status == 429 {
             extend(.all, by: retryAfter.flatMap { Self.seconds(retryAfter: $0, now: now) } ?? 60, now: now)
@@ -106,15 +106,15 @@ final class RateLimits: @unchecked Sendable {
     }
 
     /// `retry_after:categories:scope:reason_code[:namespaces]`, comma-separated; spaces ignored; an
-    /// empty category list means all; unknown categories are ignored, and so is a quota naming only
-    /// unknown ones; for a repeated category the longest wins.
+    /// empty category list means all (one of only `;` names none); unknown categories are ignored, and so
+    /// is a quota naming only unknown ones; for a repeated category the longest wins.
     static func parse(_ header: String) -> [Category: Double] {
         var limits: [Category: Double] = [:]
         for quota in header.split(separator: ",") {
             let fields = quota.filter { $0 != " " && $0 != "\t" }.split(separator: ":", omittingEmptySubsequences: false)
             guard fields.count >= 2, let seconds = Double(fields[0]), seconds.isFinite, seconds >= 0 else { continue }
             let names = fields[1].split(separator: ";")
-            let categories = names.isEmpty ? [Category.all] : names.compactMap(Category.init)
+            let categories = fields[1].isEmpty ? [Category.all] : names.compactMap(Category.init)
             for category in categories { limits[category] = max(limits[category] ?? 0, seconds) }
         }
         return limits

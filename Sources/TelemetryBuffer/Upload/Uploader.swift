@@ -282,8 +282,10 @@ final class Uploader: Sendable {
             diagnostics.log(error is Redirected ? .warning : .info, "upload: \(name) → network error: \(error)")
             retryLater(report)
         case .success(let response):
-            // A redirect the client did not follow is worth a warning too (Apple's default client refuses them).
-            diagnostics.log((300..<400).contains(response.status) ? .warning : .info, "upload: \(name) → \(response.status)")
+            // A redirect the client did not follow is worth a warning too (Apple's default client refuses them);
+            // a 413 an error, as the protocol asks: the envelope was too large for the server, and is lost.
+            let level: Diagnostic.Level = response.status == 413 ? .error : (300..<400).contains(response.status) ? .warning : .info
+            diagnostics.log(level, "upload: \(name) → \(response.status)")
             limits.update(status: response.status, rateLimits: response.headers["x-sentry-rate-limits"],
                           retryAfter: response.headers["retry-after"], now: clock.now())
             switch response.status {

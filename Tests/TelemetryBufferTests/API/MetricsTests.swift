@@ -79,6 +79,7 @@ final class MetricsTests: XCTestCase {
         XCTAssertTrue(buffer.add(metric: .counter("kept")))
         let report = try XCTUnwrap(buffer.pendingDiscards)
         XCTAssertEqual(report.quantity(.invalid, .traceMetric), 2)
+        XCTAssertGreaterThan(report.quantity(.invalid, .traceMetricByte), 100, "what they would have taken, with a finite value")
         XCTAssertEqual(report.quantity(.beforeSend, .traceMetric), 1)
         XCTAssertGreaterThan(report.quantity(.beforeSend, .traceMetricByte), 50)
     }

@@ -203,7 +203,13 @@ final class UploadTests: XCTestCase {
     func testRejectedEnvelopesAreDeletedCountedAndReportedWithTheNextOne() throws {
         let server = try server(TestServer.sequence([.respond(400), .respond(413), .respond(400)]))
         defer { server.stop() }
-        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
+        let errors = Locked<[String]>([])
+        let buffer = try buffer(server) {
+            $0.maxLogsPerBatch = 1
+            $0.diagnosticHandler = { diagnostic in
+                if diagnostic.level == .error { errors.withLock { $0.append(diagnostic.message) } }
+            }
+        }
         for index in 0..<2 {
             buffer.add(log: .test("log \(index)"))
             buffer.flush()
@@ -223,6 +229,7 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(buffer.stats().drops["send_error/log_item"], 2)
         XCTAssertEqual(buffer.stats().drops["send_error/trace_metric"], 2)
         buffer.close()
+        XCTAssertEqual(errors.withLock { $0 }.filter { $0.contains("upload:") }.count, 1, "a 413 is an error: the envelope was too large")
     }
 
     /// The drop counts saved in `buffer`'s folder (`nil` if there is no such file).
@@ -768,6 +775,7 @@ final class UploadTests: XCTestCase {
             ("60::organization", [.all: 60]),
             ("30:trace_metric;trace_metric_byte:key", [metrics: 30]),
             ("garbage, :log_item:key, -5:span:key", [:]),
+            ("60:;:organization, 30: ; :key", [:]),  // a list naming no category is not an empty one
         ]
         for (header, expected) in cases { XCTAssertEqual(RateLimits.parse(header), expected, header) }
         XCTAssertEqual(RateLimits.seconds(retryAfter: "120", now: now), 120)
@@ -778,6 +786,9 @@ final class UploadTests: XCTestCase {
         let limits = RateLimits()
         limits.update(status: 429, rateLimits: nil, retryAfter: nil, now: now)
         XCTAssertEqual(limits.limitedUntil(spans, now: now), now.addingTimeInterval(60), "a bare 429: 60 s, all categories")
+        let empty = RateLimits()
+        empty.update(status: 429, rateLimits: " ", retryAfter: "120", now: now)
+        XCTAssertEqual(empty.limitedUntil(logs, now: now), now.addingTimeInterval(120), "an empty header is none: Retry-After on all")
         limits.update(status: 200, rateLimits: "600:log_item:key", retryAfter: nil, now: now)
         XCTAssertEqual(limits.limitedUntil(logs, now: now), now.addingTimeInterval(600), "limits apply on 200 too")
         XCTAssertFalse(limits.allows(logs, now: { now.addingTimeInterval(100) }))
