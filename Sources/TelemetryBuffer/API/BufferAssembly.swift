@@ -105,7 +105,9 @@ struct FolderParts: Sendable {
         }
 
         if let custom = options.transport {
-            (files, outbox) = (nil, GatedOutbox(ForwardingOutbox(transport: custom), consent: assembly.consent))
+            (files, outbox) = (nil, GatedOutbox(ForwardingOutbox(
+                transport: custom, maxEnvelopes: options.maxCachedEnvelopes, maxBytes: options.maxCacheBytes,
+                reports: assembly.reports, diagnostics: diagnostics), consent: assembly.consent))
         } else {
             let transport = try FileTransport(
                 directory: stored,

@@ -127,6 +127,13 @@ struct EnvelopeReader {
         return []
     }
 
+    /// What discarding the envelope file at `path` drops: what it holds, or what its first bytes name if it
+    /// cannot be parsed (or is larger than any of ours); `nil` if it cannot be read (it is gone).
+    static func discardCounts(ofFile path: String) -> [(DataCategory, Int)]? {
+        guard let bytes = try? FileSystem.readFile(path, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 }) else { return nil }
+        return (try? EnvelopeReader(bytes))?.discardCounts() ?? salvagedCounts(bytes)
+    }
+
     /// Items of telemetry the envelope carries by data category, as a client report would count them.
     func discardCounts() -> [(DataCategory, Int)] {
         var counts: [(DataCategory, Int)] = []

@@ -90,7 +90,7 @@ extension TelemetryBuffer {
                     if now.timeIntervalSince(Self.creationDate(ofName: name, path: path) ?? now) > maxAge {
                         expired.append(name)
                     } else {
-                        stored.append(Stored(name: name, bytes: Self.size(of: path)))
+                        stored.append(Stored(name: name, bytes: FileSystem.size(of: path)))
                     }
                 }
             }
@@ -130,7 +130,7 @@ extension TelemetryBuffer {
                     state.counter &+= 1
                     let target = directory.path + "/" + name
                     try SystemCall.retrying("rename", target) { rename(file, target) }
-                    state.stored.append(Stored(name: name, bytes: Self.size(of: target)))
+                    state.stored.append(Stored(name: name, bytes: FileSystem.size(of: target)))
                 }
             }
             evictOverflow()
@@ -352,11 +352,6 @@ extension TelemetryBuffer {
         }
 
         /// The size of the file at `path`; 0 if it cannot be read.
-        private static func size(of path: String) -> Int {
-            var status = stat()
-            return lstat(path, &status) == 0 ? Int(clamping: status.st_size) : 0
-        }
-
         /// Deletes a stored envelope and counts its items as dropped for `reason` (see `dropped(in:ranked:)`).
         private func discard(_ name: String, counts: [(DataCategory, Int)]? = nil, reason: DiscardReason, why: String) {
             // Counted before the removal, so that `stats()` never sees the file gone and the drop not yet counted.
@@ -377,9 +372,7 @@ extension TelemetryBuffer {
         /// deleted (a closed buffer's upload that ended late): that was no loss here.
         private func dropped(in name: String, ranked: [(DataCategory, Int)]?) -> [(DataCategory, Int)]? {
             if let ranked, directoryFD.status(of: name) != nil { return ranked }
-            guard let bytes = try? FileSystem.readFile(directory.path + "/" + name, prefix: FileSystem.maxEnvelopeBytes, length: { _ in 0 })
-            else { return nil }
-            return (try? EnvelopeReader(bytes))?.discardCounts() ?? EnvelopeReader.salvagedCounts(bytes)
+            return EnvelopeReader.discardCounts(ofFile: directory.path + "/" + name)
         }
 
         /// `<16-digit µs>-<6-digit counter>-<8 hex random>.envelope`: lexical order is age order.

@@ -32,12 +32,19 @@ extension Outbox {
 }
 
 /// The outbox for a custom `Transport`: each staged envelope is read, sent, then deleted. A crash between
-/// a send and the deletion sends that envelope again at the next start: at least once.
+/// a send and the deletion sends that envelope again at the next start: at least once. What the transport
+/// refuses (it threw) stays staged, to be offered again first, within the cache's bounds.
 struct ForwardingOutbox: Outbox {
     let transport: any Transport
+    /// How many envelopes, and bytes of them, may wait staged while the transport refuses
+    /// (``Options/maxCachedEnvelopes``, ``Options/maxCacheBytes``).
+    let maxEnvelopes: Int
+    let maxBytes: Int
+    let reports: ClientReportRecorder
+    let diagnostics: Diagnostics
 
     func adopt(_ paths: [String]) throws {
-        for path in paths {
+        for (position, path) in paths.enumerated() {
             let bytes: [UInt8]
             do {
                 // Recovery by an earlier version could stage one envelope per trace from up to a `recovered`
@@ -50,8 +57,30 @@ struct ForwardingOutbox: Outbox {
             } catch is FileSystem.TooLarge {
                 continue  // larger than any the buffer stages: not its own, left alone
             }
-            try transport.send(Envelope(bytes: bytes))
+            do {
+                try transport.send(Envelope(bytes: bytes))
+            } catch {
+                evictBeyondBounds(waiting: paths[position...])
+                throw error
+            }
             guard unlink(path) == 0 || errno == ENOENT else { throw FileSystem.error("unlink", path) }
+        }
+    }
+
+    /// Deletes the oldest of `waiting` (staged, not taken) while more than `maxEnvelopes` of them, or more
+    /// than `maxBytes`, wait (the newest stays, whatever its size); their items count as `cache_overflow`.
+    /// A transport that keeps throwing would otherwise leave every forward's envelopes in the folder.
+    private func evictBeyondBounds(waiting: ArraySlice<String>) {
+        var count = waiting.count
+        var bytes = waiting.reduce(0) { $0.saturatingAdding(FileSystem.size(of: $1)) }
+        for path in waiting where count > maxEnvelopes || (bytes > maxBytes && count > 1) {
+            let size = FileSystem.size(of: path)
+            let counts = EnvelopeReader.discardCounts(ofFile: path)
+            guard unlink(path) == 0 else { continue }
+            for (category, quantity) in counts ?? [] { reports.record(.cacheOverflow, category, quantity: quantity) }
+            diagnostics.log(.warning, "dropped staged envelope \(path.split(separator: "/").last ?? ""): the transport refused it, and more wait")
+            count -= 1
+            bytes -= size
         }
     }
 

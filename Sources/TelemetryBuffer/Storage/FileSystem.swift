@@ -134,6 +134,12 @@ enum FileSystem {
         }
     }
 
+    /// The size of the file at `path` (a link's own, not followed), 0 if there is none.
+    static func size(of path: String) -> Int {
+        var status = stat()
+        return lstat(path, &status) == 0 ? Int(clamping: status.st_size) : 0
+    }
+
     /// The whole file, read straight into the array (one `fstat`, then `read` until the end); `nil` if it
     /// cannot be opened or read, or is larger than `limit`.
     static func contents(of path: String, limit: Int = .max) -> [UInt8]? {

@@ -108,6 +108,35 @@ final class CallbackTests: XCTestCase {
         XCTAssertTrue(warnings.withLock { $0 }.contains { $0.contains("308") }, "\(warnings.withLock { $0 })")
     }
 
+    /// A transport that keeps throwing: what it refused stays staged, offered again first, but no more than
+    /// `maxCachedEnvelopes` (or `maxCacheBytes`) of it: beyond, the oldest go, counted as `cache_overflow`.
+    /// A later buffer whose transport takes envelopes gets the newest, in order. Before, every refused
+    /// envelope stayed: the folder grew with every forward.
+    func testATransportThatKeepsThrowingLeavesNoMoreStagedThanTheCacheBounds() throws {
+        struct Refusing: Transport {
+            func send(_ envelope: Envelope) throws { throw POSIXError(.EIO) }
+        }
+        var options = testOptions(directory) { $0.maxCachedEnvelopes = 3; $0.maxLogsPerBatch = 1 }
+        options.transport = Refusing()
+        let first = try TelemetryBuffer(options: options)
+        for index in 0..<8 {
+            XCTAssertTrue(first.add(log: .test("log \(index)")))
+            first.flush()
+        }
+        let folder = first.directory.appendingPathComponent(BufferFolder.name).path
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasPrefix("envelope-") }.count, 3)
+        XCTAssertEqual(first.stats().drops["cache_overflow/log_item"], 5)
+        first.close()
+
+        let taking = try GatedTransport(directory: directory.url.appendingPathComponent("taken"))
+        taking.open()
+        options.transport = taking
+        let second = try TelemetryBuffer(options: options)
+        second.flush()
+        XCTAssertEqual(try logBodies(in: taking.inner.directory), ["log 5", "log 6", "log 7"])
+        second.close()
+    }
+
     /// A custom transport's `send` that reads `recovery` while the start hands it what an earlier buffer
     /// staged: recovery is done by then (it waited for the hand-over, and a `send` on the queue that waited
     /// for it would never return).
