@@ -24,13 +24,19 @@ final class TraceSamplingContexts: Sendable {
     init(publicKey: String) { self.publicKey = publicKey }
 
     /// Sets `trace`'s context: string fields (a `trace_id` among them is left out: the trace says it), keys
-    /// with `baggage`'s `sentry-` prefix taken without it, the DSN's `public_key` if it has none.
+    /// with `baggage`'s `sentry-` prefix taken without it (unless the context also has the key without it),
+    /// the DSN's `public_key` if it has none or an empty one.
     func set(_ context: [String: String], for trace: TraceID) {
         var fields = [String: String](minimumCapacity: context.count + 1)
         for (key, value) in context {
-            fields[key.hasPrefix("sentry-") ? String(key.dropFirst(7)) : key] = value
+            guard key.hasPrefix("sentry-") else {
+                fields[key] = value
+                continue
+            }
+            let bare = String(key.dropFirst("sentry-".count))
+            if context[bare] == nil { fields[bare] = value }
         }
-        if fields["public_key"] == nil { fields["public_key"] = publicKey }
+        if fields["public_key"]?.isEmpty ?? true { fields["public_key"] = publicKey }
         let buffer = ByteBuffer(capacity: 256)
         var writer = JSONWriter(appendingTo: buffer)
         writer.byte(UInt8(ascii: "\""))

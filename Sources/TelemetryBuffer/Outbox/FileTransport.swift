@@ -351,7 +351,6 @@ extension TelemetryBuffer {
             return highest == 0 ? infoRank : highest
         }
 
-        /// The size of the file at `path`; 0 if it cannot be read.
         /// Deletes a stored envelope and counts its items as dropped for `reason` (see `dropped(in:ranked:)`).
         private func discard(_ name: String, counts: [(DataCategory, Int)]? = nil, reason: DiscardReason, why: String) {
             // Counted before the removal, so that `stats()` never sees the file gone and the drop not yet counted.

@@ -47,11 +47,7 @@ struct ForwardingOutbox: Outbox {
         for (position, path) in paths.enumerated() {
             let bytes: [UInt8]
             do {
-                // Recovery by an earlier version could stage one envelope per trace from up to a `recovered`
-                // file's worth of spans (now each keeps within `maxBatchBytes`): bounded by that, not by an
-                // upload's 2 MiB.
-                guard let read = try FileSystem.readFile(path, prefix: 0, limit: FileSystem.maxFramedFileBytes + FileSystem.maxEnvelopeBytes,
-                                                         length: { _ in .max })
+                guard let read = try FileSystem.readFile(path, prefix: 0, limit: Self.maxStagedBytes, length: { _ in .max })
                 else { continue }
                 bytes = read
             } catch is FileSystem.TooLarge {
@@ -67,18 +63,34 @@ struct ForwardingOutbox: Outbox {
         }
     }
 
+    /// The largest staged file that is an envelope: recovery by an earlier version could stage one envelope
+    /// per trace from up to a `recovered` file's worth of spans (now each keeps within `maxBatchBytes`).
+    private static let maxStagedBytes = FileSystem.maxFramedFileBytes + FileSystem.maxEnvelopeBytes
+
     /// Deletes the oldest of `waiting` (staged, not taken) while more than `maxEnvelopes` of them, or more
     /// than `maxBytes`, wait (the newest stays, whatever its size); their items count as `cache_overflow`.
-    /// A transport that keeps throwing would otherwise leave every forward's envelopes in the folder.
+    /// A transport that keeps throwing would otherwise leave every forward's envelopes in the folder. Only
+    /// what `adopt` would send counts and goes: regular files no larger than any staged envelope (looked
+    /// at again right before the unlink, which never follows a link).
     private func evictBeyondBounds(waiting: ArraySlice<String>) {
-        var count = waiting.count
-        var bytes = waiting.reduce(0) { $0.saturatingAdding(FileSystem.size(of: $1)) }
-        for path in waiting where count > maxEnvelopes || (bytes > maxBytes && count > 1) {
-            let size = FileSystem.size(of: path)
+        func size(_ path: String) -> Int? {
+            var status = stat()
+            guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_size <= Self.maxStagedBytes else { return nil }
+            return Int(status.st_size)
+        }
+        let envelopes = waiting.filter { size($0) != nil }
+        var count = envelopes.count
+        var bytes = envelopes.reduce(0) { $0 + (size($1) ?? 0) }
+        for path in envelopes where count > maxEnvelopes || (bytes > maxBytes && count > 1) {
+            guard let size = size(path) else { continue }
             let counts = EnvelopeReader.discardCounts(ofFile: path)
-            guard unlink(path) == 0 else { continue }
-            for (category, quantity) in counts ?? [] { reports.record(.cacheOverflow, category, quantity: quantity) }
-            diagnostics.log(.warning, "dropped staged envelope \(path.split(separator: "/").last ?? ""): the transport refused it, and more wait")
+            let removed = unlink(path) == 0
+            // Gone meanwhile (taken by a removal): one fewer waits, and nothing was lost here.
+            guard removed || errno == ENOENT else { continue }
+            if removed {
+                for (category, quantity) in counts ?? [] { reports.record(.cacheOverflow, category, quantity: quantity) }
+                diagnostics.log(.warning, "dropped staged envelope \(path.split(separator: "/").last ?? ""): the transport refused it, and more wait")
+            }
             count -= 1
             bytes -= size
         }

@@ -110,8 +110,10 @@ final class CallbackTests: XCTestCase {
 
     /// A transport that keeps throwing: what it refused stays staged, offered again first, but no more than
     /// `maxCachedEnvelopes` (or `maxCacheBytes`) of it: beyond, the oldest go, counted as `cache_overflow`.
-    /// A later buffer whose transport takes envelopes gets the newest, in order. Before, every refused
-    /// envelope stayed: the folder grew with every forward.
+    /// A file under a staged name that the buffer leaves alone (larger than any it stages) is neither
+    /// deleted nor counted, nor does it count toward the bounds. A later buffer whose transport takes
+    /// envelopes gets the newest, in order. Before, every refused envelope stayed: the folder grew with
+    /// every forward.
     func testATransportThatKeepsThrowingLeavesNoMoreStagedThanTheCacheBounds() throws {
         struct Refusing: Transport {
             func send(_ envelope: Envelope) throws { throw POSIXError(.EIO) }
@@ -126,14 +128,22 @@ final class CallbackTests: XCTestCase {
         let folder = first.directory.appendingPathComponent(BufferFolder.name).path
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasPrefix("envelope-") }.count, 3)
         XCTAssertEqual(first.stats().drops["cache_overflow/log_item"], 5)
+        let foreign = folder + "/envelope-4000000000"
+        XCTAssertTrue(FileManager.default.createFile(atPath: foreign, contents: nil))
+        XCTAssertEqual(truncate(foreign, 12 << 20), 0)
+        XCTAssertTrue(first.add(log: .test("log 8")))
+        first.flush()
+        XCTAssertEqual(first.stats().drops["cache_overflow/log_item"], 6, "one more beyond the bound, no more")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: foreign), "left alone")
         first.close()
+        try FileManager.default.removeItem(atPath: foreign)
 
         let taking = try GatedTransport(directory: directory.url.appendingPathComponent("taken"))
         taking.open()
         options.transport = taking
         let second = try TelemetryBuffer(options: options)
         second.flush()
-        XCTAssertEqual(try logBodies(in: taking.inner.directory), ["log 5", "log 6", "log 7"])
+        XCTAssertEqual(try logBodies(in: taking.inner.directory), ["log 6", "log 7", "log 8"])
         second.close()
     }
 

@@ -204,5 +204,14 @@ final class EnvelopeEncoderTests: XCTestCase {
         let again = try walkEnvelopes(in: buffer.envelopesDirectory).first { $0.elements.first?["name"] as? String == "again" }
         XCTAssertEqual(again?.header["trace"] as? [String: String],
                        ["trace_id": continued.description, "public_key": "caller", "transaction": "GET \"/cart\""])
+        // A key given both ways: the unprefixed one, whatever the dictionary's order; an empty key: the DSN's.
+        let both = TraceID(high: 11, low: 11)
+        buffer.setSamplingContext(["sentry-sample_rate": "0.1", "sample_rate": "0.5", "sample_rand": "0.2", "sentry-sample_rand": "0.05",
+                                   "public_key": ""], forTrace: both)
+        buffer.add(span: .test("both", trace: both))
+        buffer.flush()
+        let header = try walkEnvelopes(in: buffer.envelopesDirectory).first { $0.elements.first?["name"] as? String == "both" }?.header
+        XCTAssertEqual(header?["trace"] as? [String: String], ["trace_id": both.description, "public_key": "a1b2c3d4e5f60718293a4b5c6d7e8f90",
+                                                               "sample_rate": "0.5", "sample_rand": "0.2"])
     }
 }
