@@ -572,8 +572,8 @@ func battery(perSecond rate: Double, seconds: Double) {
 
 /// `count` times each: creating a buffer (DoubleRotatingBuffer, defaults) on an empty folder, and on the
 /// folder a process left when it was killed holding 150 items (a copy of one made once, by a child that
-/// kills itself), then the first `flush()` after that kill (recovery's publication). Prints the
-/// per-call percentiles.
+/// kills itself), then the first `flush()` after that kill (recovery's publication); and, at most 5 times, on
+/// a folder holding `LOAD_STORED` (5,000) envelopes against a bound of 30. Prints the per-call percentiles.
 func startup(_ count: Int) {
     let parent = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
     let killed = parent.appendingPathComponent("tb-load-\(getpid())-killed")
@@ -611,7 +611,33 @@ func startup(_ count: Int) {
                      "a copy recovered \(buffer.recovery.items) items, the first \(recovered!)")
         buffer.close()
     }
-    for (name, times) in [("empty folder", empty), ("after a clean close", afterClose), ("after a kill", afterKill), ("first flush() after a kill", firstFlush)] {
+    // A folder holding far more envelopes than its bound (an app that lowered `maxCachedEnvelopes`, or
+    // `LOAD_STORED` of them from a run with a higher one): what is beyond the bound goes, on the background queue.
+    let storedCount = Int(ProcessInfo.processInfo.environment["LOAD_STORED"] ?? "") ?? 5000
+    let overfull = parent.appendingPathComponent("tb-load-\(getpid())-overfull")
+    var template = Options(dsn: "https://key@o1.ingest.example.com/1")
+    template.upload = false
+    template.cacheDirectory = overfull
+    let made = try! TelemetryBuffer(options: template)
+    made.close()
+    let micros = UInt64(Date().timeIntervalSince1970 * 1_000_000)
+    let envelope = Data("{}\n{\"type\":\"log\",\"item_count\":1,\"content_type\":\"application/vnd.sentry.items.log+json\",\"length\":40}\n{\"items\":[{\"level\":\"info\",\"body\":\"x\"}]}\n".utf8)
+    for index in 0..<storedCount {
+        let name = String(format: "%016llu-%06d-%08x.envelope", micros + UInt64(index), index % 1_000_000, index)
+        FileManager.default.createFile(atPath: made.envelopesDirectory.appendingPathComponent(name).path, contents: envelope)
+    }
+    var overfullStart: [UInt32] = []
+    for run in 0..<min(count, 5) {
+        var options = template
+        options.cacheDirectory = parent.appendingPathComponent("tb-load-\(getpid())-overfull-\(run)")
+        try! FileManager.default.copyItem(at: overfull, to: options.cacheDirectory)
+        let start = now()
+        let buffer = try! TelemetryBuffer(options: options)
+        overfullStart.append(UInt32(now() - start))
+        buffer.close()
+    }
+    for (name, times) in [("empty folder", empty), ("after a clean close", afterClose), ("after a kill", afterKill), ("first flush() after a kill", firstFlush),
+                          ("\(storedCount) envelopes stored, bound 30", overfullStart)] {
         let sorted = times.sorted()
         let millis = { (fraction: Double) in String(format: "%.2f ms", Double(percentile(sorted, fraction)) / 1e6) }
         print("startup, \(name), \(count) times: p50 \(millis(0.5)), p90 \(millis(0.9)), max \(millis(1))")

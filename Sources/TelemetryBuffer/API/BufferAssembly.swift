@@ -112,7 +112,7 @@ struct FolderParts: Sendable {
             let transport = try FileTransport(
                 directory: stored,
                 maxEnvelopes: options.maxCachedEnvelopes, maxBytes: options.maxCacheBytes, maxAge: options.maxEnvelopeAge,
-                clock: options.clock, reports: assembly.reports, diagnostics: diagnostics)
+                clock: options.clock, reports: assembly.reports, diagnostics: diagnostics, tidies: false)
             (files, outbox) = (transport, GatedOutbox(transport, consent: assembly.consent))
         }
         claimed = try Recovery.claim(folder: folder, names: folder.found)
@@ -183,6 +183,9 @@ struct FolderParts: Sendable {
     func recover(into report: Locked<RecoveryReport>) {
         let (diagnostics, batcher) = (assembly.diagnostics, assembly.batcher)
         dispatchPrecondition(condition: .onQueue(assembly.queue))
+        // Off the creating thread: a folder of thousands of envelopes (a lower bound than the last run's)
+        // took seconds to sort out.
+        files?.tidy()
         // Before any forward of this process, which may leave publications recovery must date. If it
         // fails, an older `boot` (or none) dates them: they are then trusted less, never more.
         do { try folder.recordBoot() } catch { diagnostics.log(.error, "could not record the boot: \(error)") }

@@ -58,8 +58,10 @@ extension TelemetryBuffer {
                           reports: nil, diagnostics: Diagnostics(handler: nil))
         }
 
+        /// Like the public `init`; without `tidies`, what is expired or beyond the bounds stays until `tidy()`
+        /// (a buffer calls it on its background queue: a folder of thousands takes seconds to sort out).
         init(directory: URL, maxEnvelopes: Int, maxBytes: Int = 10 << 20, maxAge: TimeInterval, clock: any Clock = SystemClock(),
-             reports: ClientReportRecorder?, diagnostics: Diagnostics) throws {
+             reports: ClientReportRecorder?, diagnostics: Diagnostics, tidies: Bool = true) throws {
             guard maxEnvelopes >= 1 else {
                 throw TelemetryBufferError.invalidOption(name: "maxCachedEnvelopes", reason: "must be at least 1")
             }
@@ -77,24 +79,36 @@ extension TelemetryBuffer {
             directoryFD = try FileSystem.openDirectory(directory)
 
             let entries = (try? FileSystem.names(inDirectory: directoryFD, path: directory.path)) ?? []
-            let now = clock.now()
             var stored: [Stored] = []
-            var expired: [String] = []
             for name in entries {
                 if name.hasPrefix("."), name.hasSuffix(Self.temporarySuffix) {
                     // Ours only: a link or someone else's file under such a name is left alone.
                     guard FileSystem.isOurs(name, in: directoryFD) else { continue }
                     try? directoryFD.remove(name, path: directory.path)
                 } else if name.hasSuffix(Self.fileExtension) {
-                    let path = directory.appendingPathComponent(name).path
-                    if now.timeIntervalSince(Self.creationDate(ofName: name, path: path) ?? now) > maxAge {
-                        expired.append(name)
-                    } else {
-                        stored.append(Stored(name: name, bytes: FileSystem.size(of: path)))
-                    }
+                    stored.append(Stored(name: name, bytes: FileSystem.size(of: directory.appendingPathComponent(name).path)))
                 }
             }
             state = Locked((stored.sorted { $0.name < $1.name }, 0, nil))
+            if tidies { tidy() }
+        }
+
+        /// Removes the envelopes older than `maxAge` and evicts beyond the bounds (both counted as
+        /// `cache_overflow`): what opening the folder leaves to it.
+        func tidy() {
+            let now = clock.now()
+            let expired: [String] = state.withLock { state in
+                let (old, kept) = state.stored.reduce(into: ([String](), [Stored]())) { split, file in
+                    let path = directory.path + "/" + file.name
+                    if file.name != state.uploading, now.timeIntervalSince(Self.creationDate(ofName: file.name, path: path) ?? now) > maxAge {
+                        split.0.append(file.name)
+                    } else {
+                        split.1.append(file)
+                    }
+                }
+                state.stored = kept
+                return old
+            }
             for name in expired { discard(name, reason: .cacheOverflow, why: "older than maxEnvelopeAge") }
             evictOverflow()
         }
@@ -286,25 +300,30 @@ extension TelemetryBuffer {
         /// Evicts the least important envelopes until both bounds hold: the lowest rank, the oldest of those.
         private func evictOverflow() {
             let evicted: [(file: Stored, why: String)] = state.withLock { state in
-                var evicted: [(file: Stored, why: String)] = []
                 let uploading = state.uploading
                 var count = state.stored.count(where: { $0.name != uploading })
                 var bytes = state.stored.reduce(0) { $0.saturatingAdding($1.name == uploading ? 0 : $1.bytes) }
                 // The last one stays, whatever its size: evicting it would only lose it.
-                while count > maxEnvelopes || (bytes > maxBytes && count > 1) {
-                    let why = count > maxEnvelopes ? "more than maxCachedEnvelopes" : "more than maxCacheBytes"
-                    // Read once per file; one that cannot be read now (locked, no descriptor) is tried again later.
-                    for index in state.stored.indices where state.stored[index].rank == nil && state.stored[index].name != uploading {
-                        let ranked = rank(of: state.stored[index].name)
-                        (state.stored[index].rank, state.stored[index].counts) = (ranked?.rank, ranked?.counts)
-                    }
-                    // `min` keeps the first of equals: the oldest.
-                    let victim = state.stored.indices.filter { state.stored[$0].name != uploading }
-                        .min { (state.stored[$0].rank ?? 0) < (state.stored[$1].rank ?? 0) }!
-                    count -= 1
-                    bytes -= state.stored[victim].bytes
-                    evicted.append((state.stored.remove(at: victim), why))
+                func over() -> Bool { count > maxEnvelopes || (bytes > maxBytes && count > 1) }
+                guard over() else { return [] }
+                // Read once per file; one that cannot be read now (locked, no descriptor) is tried again next time.
+                for index in state.stored.indices where state.stored[index].rank == nil && state.stored[index].name != uploading {
+                    let ranked = rank(of: state.stored[index].name)
+                    (state.stored[index].rank, state.stored[index].counts) = (ranked?.rank, ranked?.counts)
                 }
+                // One sort, the lowest rank first and the oldest of equals, then as many as the bounds ask: a
+                // folder of thousands (a lower bound than the last run's) took minutes one victim at a time.
+                let order = state.stored.indices.filter { state.stored[$0].name != uploading }
+                    .sorted { (state.stored[$0].rank ?? 0, $0) < (state.stored[$1].rank ?? 0, $1) }
+                var evicted: [(file: Stored, why: String)] = []
+                var victims = Set<Int>()
+                for index in order where over() {
+                    evicted.append((state.stored[index], count > maxEnvelopes ? "more than maxCachedEnvelopes" : "more than maxCacheBytes"))
+                    victims.insert(index)
+                    count -= 1
+                    bytes -= state.stored[index].bytes
+                }
+                state.stored = state.stored.indices.filter { !victims.contains($0) }.map { state.stored[$0] }
                 return evicted
             }
             for envelope in evicted { discard(envelope.file.name, counts: envelope.file.counts, reason: .cacheOverflow, why: envelope.why) }

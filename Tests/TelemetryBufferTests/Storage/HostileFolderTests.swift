@@ -21,6 +21,7 @@ final class HostileFolderTests: XCTestCase {
             try Data(crafted.utf8).write(to: envelopes.appendingPathComponent("0000000000000001-00000\(index)-00000000.envelope"))
         }
         let expiring = try TelemetryBuffer(options: testOptions(directory))
+        expiring.waitForBackgroundWork()  // the start's expiry runs there
         XCTAssertEqual(expiring.stats().drops["cache_overflow/log_item"], Int.max)
         expiring.close()
 
