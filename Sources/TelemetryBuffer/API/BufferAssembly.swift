@@ -61,6 +61,9 @@ struct BufferAssembly: Sendable {
 struct FolderParts: Sendable {
     let folder: BufferFolder
     let files: FileTransport?
+    /// The default transport's folder (`envelopes/`), which an earlier run may have filled even if this one
+    /// has a custom transport.
+    let stored: URL
     /// The transport's outbox behind the gate `removeAllData` and a revocation divert.
     let outbox: GatedOutbox
     let strategy: any BufferStrategy
@@ -82,7 +85,7 @@ struct FolderParts: Sendable {
         let (options, diagnostics, directory) = (assembly.options, assembly.diagnostics, assembly.directory)
         try FileSystem.makeDirectory(options.cacheDirectory)
         let buffers = directory.appendingPathComponent(BufferFolder.name, isDirectory: true)
-        let stored = directory.appendingPathComponent("envelopes", isDirectory: true)
+        stored = directory.appendingPathComponent("envelopes", isDirectory: true)
         // Each folder gets its protection class before anything is created in it (the lock file first),
         // so that every file takes the class; files an earlier version left get it once the lock is ours.
         for created in [directory, buffers, stored] {
@@ -99,9 +102,6 @@ struct FolderParts: Sendable {
         // whatever class the other files have (with `.complete`, such a start failed on it).
         for name in folder.found where folder.isOurs(name) {
             Self.protect(buffers.appendingPathComponent(name), options, diagnostics, name == FolderLock.name ? FileProtection.none : nil)
-        }
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: stored.path)) ?? [] {
-            Self.protect(stored.appendingPathComponent(name), options, diagnostics)
         }
 
         if let custom = options.transport {
@@ -183,8 +183,12 @@ struct FolderParts: Sendable {
     func recover(into report: Locked<RecoveryReport>) {
         let (diagnostics, batcher) = (assembly.diagnostics, assembly.batcher)
         dispatchPrecondition(condition: .onQueue(assembly.queue))
-        // Off the creating thread: a folder of thousands of envelopes (a lower bound than the last run's)
-        // took seconds to sort out.
+        // Off the creating thread, one call per file: stored envelopes an earlier version left get the
+        // protection class (the folder has it, so new ones take it), and what is expired or beyond the bounds
+        // goes (a folder of thousands, after a run with a higher bound, took seconds).
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: stored.path)) ?? [] {
+            Self.protect(stored.appendingPathComponent(name), assembly.options, diagnostics)
+        }
         files?.tidy()
         // Before any forward of this process, which may leave publications recovery must date. If it
         // fails, an older `boot` (or none) dates them: they are then trusted less, never more.

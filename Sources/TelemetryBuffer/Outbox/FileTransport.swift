@@ -311,10 +311,13 @@ extension TelemetryBuffer {
                     let ranked = rank(of: state.stored[index].name)
                     (state.stored[index].rank, state.stored[index].counts) = (ranked?.rank, ranked?.counts)
                 }
-                // One sort, the lowest rank first and the oldest of equals, then as many as the bounds ask: a
-                // folder of thousands (a lower bound than the last run's) took minutes one victim at a time.
-                let order = state.stored.indices.filter { state.stored[$0].name != uploading }
-                    .sorted { (state.stored[$0].rank ?? 0, $0) < (state.stored[$1].rank ?? 0, $1) }
+                // The lowest rank first, the oldest of equals: one linear search when a store went one beyond
+                // the count, else one sort (a start on a folder of thousands, after a run with a higher bound,
+                // took minutes searching again for each victim).
+                let candidates = state.stored.indices.filter { state.stored[$0].name != uploading }
+                let precedes = { (a: Int, b: Int) in (state.stored[a].rank ?? 0, a) < (state.stored[b].rank ?? 0, b) }
+                let one = count == maxEnvelopes + 1 && bytes <= maxBytes
+                let order = one ? [candidates.min(by: precedes)!] : candidates.sorted(by: precedes)
                 var evicted: [(file: Stored, why: String)] = []
                 var victims = Set<Int>()
                 for index in order where over() {

@@ -217,7 +217,8 @@ final class BufferFolder: @unchecked Sendable {
     /// those of a file set aside, nor those withheld.
     func stagedPaths() throws -> [String] {
         guard !isReleased else { return [] }
-        let staged = try stagedEnvelopes().filter { staged in !(setAside + withheld).contains { $0.contains(staged.index) } }
+        let excluded = setAside + withheld
+        let staged = try stagedEnvelopes().filter { staged in !excluded.contains { $0.contains(staged.index) } }
         // Called between publications, with nothing reserved and not yet staged: what is no longer staged
         // was moved or removed, so the set stays as small as what waits (a recovery that failed would
         // otherwise let it grow with every forward).

@@ -12,8 +12,9 @@ final class FileProtectionTests: XCTestCase {
     override func setUpWithError() throws { directory = try TemporaryDirectory() }
     override func tearDown() { directory.remove() }
 
-    /// Each call: the path, the class, and for a folder what it held at that moment.
-    private typealias Call = (path: String, protection: FileProtection, held: [String]?)
+    /// Each call: the path, the class, for a folder what it held at that moment, and whether it ran on the
+    /// test's thread (the main thread, which creates the buffers).
+    private typealias Call = (path: String, protection: FileProtection, held: [String]?, creating: Bool)
 
     private func options(_ calls: Locked<[Call]>, failing: Bool = false,
                          diagnostics: Locked<[String]>? = nil) -> TelemetryBuffer.Options {
@@ -24,7 +25,7 @@ final class FileProtectionTests: XCTestCase {
                 var isFolder: ObjCBool = false
                 _ = FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder)
                 let held = isFolder.boolValue ? (try? FileManager.default.contentsOfDirectory(atPath: url.path))?.sorted() : nil
-                calls.withLock { $0.append((url.path, protection, held)) }
+                calls.withLock { $0.append((url.path, protection, held, Thread.isMainThread)) }
                 if failing { throw POSIXError(.EPERM) }
             }
             $0.diagnosticHandler = { diagnostic in diagnostics?.withLock { $0.append(diagnostic.message) } }
@@ -49,10 +50,13 @@ final class FileProtectionTests: XCTestCase {
         XCTAssertEqual(calls.dropFirst(3).map(\.protection), [.none])
         buffer.close()
 
-        // A later start: whatever the first left gets the class too (the folders already hold it).
+        // A later start: whatever the first left gets the class too (the folders already hold it); the
+        // envelopes off the creating thread (one call each, every start: a folder of thousands took long).
         let later = Locked<[Call]>([])
         let again = try TelemetryBuffer(options: options(later))
         defer { again.close() }
+        XCTAssertFalse(later.withLock { $0 }.contains { $0.creating && $0.path.hasSuffix(".envelope") }, "no envelope on the creating thread")
+        again.waitForBackgroundWork()
         let left = try FileManager.default.contentsOfDirectory(atPath: dsnFolder + "/telemetry-buffer").map { "telemetry-buffer/" + $0 }
             + FileManager.default.contentsOfDirectory(atPath: dsnFolder + "/envelopes").map { "envelopes/" + $0 }
         let given = Dictionary(later.withLock { $0 }.map { ($0.path, $0.protection) }, uniquingKeysWith: { first, _ in first })
