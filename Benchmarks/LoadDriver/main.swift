@@ -573,7 +573,8 @@ func battery(perSecond rate: Double, seconds: Double) {
 /// `count` times each: creating a buffer (DoubleRotatingBuffer, defaults) on an empty folder, and on the
 /// folder a process left when it was killed holding 150 items (a copy of one made once, by a child that
 /// kills itself), then the first `flush()` after that kill (recovery's publication); and, at most 5 times, on
-/// a folder holding `LOAD_STORED` (5,000) envelopes against a bound of 30. Prints the per-call percentiles.
+/// a folder holding `LOAD_STORED` (5,000) envelopes against a bound of 30, and the first `flush()` after that
+/// start. Prints the per-call percentiles.
 func startup(_ count: Int) {
     let parent = URL(fileURLWithPath: ProcessInfo.processInfo.environment["LOAD_DIRECTORY"] ?? NSTemporaryDirectory())
     let killed = parent.appendingPathComponent("tb-load-\(getpid())-killed")
@@ -626,7 +627,7 @@ func startup(_ count: Int) {
         let name = String(format: "%016llu-%06d-%08x.envelope", micros + UInt64(index), index % 1_000_000, index)
         FileManager.default.createFile(atPath: made.envelopesDirectory.appendingPathComponent(name).path, contents: envelope)
     }
-    var overfullStart: [UInt32] = []
+    var overfullStart: [UInt32] = [], overfullFlush: [UInt32] = []
     for run in 0..<min(count, 5) {
         var options = template
         options.cacheDirectory = parent.appendingPathComponent("tb-load-\(getpid())-overfull-\(run)")
@@ -634,10 +635,15 @@ func startup(_ count: Int) {
         let start = now()
         let buffer = try! TelemetryBuffer(options: options)
         overfullStart.append(UInt32(now() - start))
+        // Waits for what the start left to the background queue.
+        let flushed = now()
+        buffer.flush()
+        overfullFlush.append(UInt32(now() - flushed))
         buffer.close()
     }
     for (name, times) in [("empty folder", empty), ("after a clean close", afterClose), ("after a kill", afterKill), ("first flush() after a kill", firstFlush),
-                          ("\(storedCount) envelopes stored, bound 30", overfullStart)] {
+                          ("\(storedCount) envelopes stored, bound 30", overfullStart),
+                          ("first flush() after that start", overfullFlush)] {
         let sorted = times.sorted()
         let millis = { (fraction: Double) in String(format: "%.2f ms", Double(percentile(sorted, fraction)) / 1e6) }
         print("startup, \(name), \(count) times: p50 \(millis(0.5)), p90 \(millis(0.9)), max \(millis(1))")
