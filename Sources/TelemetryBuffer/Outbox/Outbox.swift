@@ -78,11 +78,11 @@ struct ForwardingOutbox: Outbox {
             guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_size <= Self.maxStagedBytes else { return nil }
             return Int(status.st_size)
         }
-        let envelopes = waiting.filter { size($0) != nil }
+        let envelopes = waiting.compactMap { path in size(path).map { (path: path, bytes: $0) } }
         var count = envelopes.count
-        var bytes = envelopes.reduce(0) { $0 + (size($1) ?? 0) }
-        for path in envelopes where count > maxEnvelopes || (bytes > maxBytes && count > 1) {
-            guard let size = size(path) else { continue }
+        var bytes = envelopes.reduce(0) { $0 + $1.bytes }
+        for (path, listed) in envelopes where count > maxEnvelopes || (bytes > maxBytes && count > 1) {
+            guard size(path) != nil else { continue }
             let counts = EnvelopeReader.discardCounts(ofFile: path)
             let removed = unlink(path) == 0
             // Gone meanwhile (taken by a removal): one fewer waits, and nothing was lost here.
@@ -92,7 +92,7 @@ struct ForwardingOutbox: Outbox {
                 diagnostics.log(.warning, "dropped staged envelope \(path.split(separator: "/").last ?? ""): the transport refused it, and more wait")
             }
             count -= 1
-            bytes -= size
+            bytes -= listed
         }
     }
 
