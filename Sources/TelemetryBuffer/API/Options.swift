@@ -59,8 +59,9 @@ extension TelemetryBuffer {
         /// Bytes of envelopes kept on disk; storing more evicts, like ``Options/maxCachedEnvelopes``, the least
         /// important first (`cache_overflow`). At least ``Options/maxBatchBytes``: an envelope holds up to that.
         public var maxCacheBytes = 10 << 20
-        /// Envelopes older than this are removed (`cache_overflow`) when a buffer starts, and when the uploader
-        /// reaches them: one the server keeps failing (a 5xx for it alone) holds the queue no longer. More than 0.
+        /// Envelopes older than this (or dated further ahead: the clock was wrong, or went back) are removed
+        /// (`cache_overflow`) when a buffer starts, and when the uploader reaches them: one the server keeps
+        /// failing (a 5xx for it alone) holds the queue no longer. More than 0.
         public var maxEnvelopeAge: TimeInterval = 7 * 24 * 3600
         /// The SDK name, sent in envelope headers and as the `sentry.sdk.name` attribute.
         public var sdkName = "sentry.swift.telemetry-buffer"

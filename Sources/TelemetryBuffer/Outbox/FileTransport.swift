@@ -99,8 +99,7 @@ extension TelemetryBuffer {
             let now = clock.now()
             let expired: [String] = state.withLock { state in
                 let (old, kept) = state.stored.reduce(into: ([String](), [Stored]())) { split, file in
-                    let path = directory.path + "/" + file.name
-                    if file.name != state.uploading, now.timeIntervalSince(Self.creationDate(ofName: file.name, path: path) ?? now) > maxAge {
+                    if file.name != state.uploading, isExpired(file.name, now: now) {
                         split.0.append(file.name)
                     } else {
                         split.1.append(file)
@@ -182,11 +181,16 @@ extension TelemetryBuffer {
         /// Removes `url` if it is older than `maxAge` (its items count as `cache_overflow`, as at the folder's
         /// opening) and returns `true`; an envelope the server keeps failing stops holding the queue then.
         func removeIfExpired(_ url: URL) -> Bool {
-            let now = clock.now()
-            guard let created = Self.creationDate(ofName: url.lastPathComponent, path: url.path),
-                  now.timeIntervalSince(created) > maxAge else { return false }
+            guard isExpired(url.lastPathComponent, now: clock.now()) else { return false }
             remove(url, countingAs: .cacheOverflow, why: "older than maxEnvelopeAge")
             return true
+        }
+
+        /// Whether the envelope `name` is more than `maxAge` old, or dated more than that ahead (written while
+        /// the clock was that far wrong, or it went back since: an age that never comes would keep it for good).
+        private func isExpired(_ name: String, now: Date) -> Bool {
+            guard let created = Self.creationDate(ofName: name, path: directory.path + "/" + name) else { return false }
+            return abs(now.timeIntervalSince(created)) > maxAge
         }
 
         /// Deletes every envelope in the folder, not counted as dropped (the app asked for it), and makes

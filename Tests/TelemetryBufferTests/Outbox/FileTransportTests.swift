@@ -166,10 +166,14 @@ final class FileTransportTests: XCTestCase {
         }
     }
 
+    /// Expired: older than `maxAge`, or dated further ahead than that (written while the clock was that far
+    /// wrong, or it went back since): an age that never comes would keep one the server keeps failing for good.
     func testOpeningRemovesExpiredEnvelopesAndInterruptedWrites() throws {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let old = Date().addingTimeInterval(-8 * 24 * 3600)
         try Data(envelope("old by name").bytes).write(to: folder.appendingPathComponent(FileTransport.name(now: old, counter: 0)))
+        let ahead = Date().addingTimeInterval(30 * 24 * 3600)
+        try Data(envelope("far ahead").bytes).write(to: folder.appendingPathComponent(FileTransport.name(now: ahead, counter: 0)))
         let foreign = folder.appendingPathComponent("foreign.envelope")
         try Data(envelope("old by mtime").bytes).write(to: foreign)
         try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: foreign.path)
@@ -182,7 +186,7 @@ final class FileTransportTests: XCTestCase {
         XCTAssertEqual(try bodies(), ["fresh"])
         XCTAssertEqual(transport.storedEnvelopes().count, 1)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder.path).count, 1, "the .tmp is gone")
-        XCTAssertEqual(reports.take()?.quantity(.cacheOverflow, .logItem), 2)
+        XCTAssertEqual(reports.take()?.quantity(.cacheOverflow, .logItem), 3)
     }
 
     func testOpeningEnforcesTheLimitOnWhatIsAlreadyThere() throws {
