@@ -122,7 +122,7 @@ final class OptionsTests: XCTestCase {
             let folder = try TemporaryDirectory()
             defer { folder.remove() }
             var first: TelemetryBuffer? = try TelemetryBuffer(options: testOptions(folder) { $0.strategy = strategy })
-            let bodies = (0..<500).map { "log \($0) of the released buffer" }
+            let bodies = (0..<150).map { "log \($0) of the released buffer" }
             for body in bodies { XCTAssertTrue(first?.add(log: .test(body)) ?? false) }
             let envelopes = try XCTUnwrap(first?.envelopesDirectory)
             first = nil
