@@ -387,7 +387,7 @@ final class KillTests: XCTestCase {
         options.dsn = demoDefaultDSN
         options.maxCachedEnvelopes = 100_000
         _ = try TelemetryBuffer(options: options)
-        LiveBuffers.awaitReleases()
+        LiveBuffers.awaitReleases(within: 60)
         let left = try FileManager.default.contentsOfDirectory(atPath: try folder.makeBufferFolder(dsn: demoDefaultDSN))
         XCTAssertFalse(left.contains { $0.hasPrefix("recovering-") }, "claimed files left: \(left)")
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "released at once")

@@ -144,7 +144,7 @@ final class FirstUnlockTests: XCTestCase {
             let reports = try XCTUnwrap(buffer).discards
             if released {
                 buffer = nil
-                LiveBuffers.awaitReleases()
+                LiveBuffers.awaitReleases(within: 60)
             } else {
                 buffer!.close()
                 XCTAssertFalse(buffer!.add(log: .test("after close")))
@@ -156,7 +156,7 @@ final class FirstUnlockTests: XCTestCase {
             XCTAssertEqual(reports.peek()?.quantity(.bufferOverflow, .logItem) ?? 0, released ? 0 : 1, "released \(released)")
             // Closed, then released: counted once.
             buffer = nil
-            LiveBuffers.awaitReleases()
+            LiveBuffers.awaitReleases(within: 60)
             XCTAssertEqual(reports.peek()?.quantity(.internalSDKError, .logItem), 3, "released \(released)")
             locked.withLock { $0 = false }
             let after = try TelemetryBuffer(options: options(.fileStreamCache, locked: locked))

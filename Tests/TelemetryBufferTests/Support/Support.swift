@@ -36,7 +36,7 @@ struct TemporaryDirectory {
     /// one still writing would make the removal fail part-way (leaving the folder), and its crash
     /// handlers, still installed, would leak into the next test.
     func remove() {
-        LiveBuffers.awaitReleases()
+        LiveBuffers.awaitReleases(within: 60)
         try? FileManager.default.removeItem(at: url)
     }
 }
