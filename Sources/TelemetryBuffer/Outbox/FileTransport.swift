@@ -27,7 +27,7 @@ extension TelemetryBuffer {
         private struct Stored {
             var name: String
             var bytes: Int
-            /// Its eviction rank (see `rank(of:)`), read from the file when an eviction first compares it, with
+            /// Its eviction rank (`EvictionRank`), read from the file when an eviction first compares it, with
             /// what its eviction counts as dropped.
             var rank: Int?
             var counts: [(DataCategory, Int)]?
@@ -312,7 +312,7 @@ extension TelemetryBuffer {
                 guard over() else { return [] }
                 // Read once per file; one that cannot be read now (locked, no descriptor) is tried again next time.
                 for index in state.stored.indices where state.stored[index].rank == nil && state.stored[index].name != uploading {
-                    let ranked = rank(of: state.stored[index].name)
+                    let ranked = EvictionRank.of(file: directory.path + "/" + state.stored[index].name, limit: FileSystem.maxEnvelopeBytes)
                     (state.stored[index].rank, state.stored[index].counts) = (ranked?.rank, ranked?.counts)
                 }
                 // The lowest rank first, the oldest of equals: one linear search when a store went one beyond
@@ -334,47 +334,6 @@ extension TelemetryBuffer {
                 return evicted
             }
             for envelope in evicted { discard(envelope.file.name, counts: envelope.file.counts, reason: .cacheOverflow, why: envelope.why) }
-        }
-
-        /// How much an envelope matters when space runs out: the rank of the highest log level (`trace` 1
-        /// … `fatal` 6) of its items of a signal ranked by level (`SignalDescription.ranksByLevel`: logs),
-        /// `info`'s for an envelope of other items (spans), 0 for one that does not parse; `nil` (ranked 0
-        /// for now) for one that cannot be read. With it, what its eviction counts as dropped (read once).
-        private func rank(of name: String) -> (rank: Int, counts: [(DataCategory, Int)]?)? {
-            guard let bytes = FileSystem.contents(of: directory.path + "/" + name, limit: FileSystem.maxEnvelopeBytes)
-            else { return nil }
-            guard let envelope = try? EnvelopeReader(bytes) else { return (0, nil) }
-            let levels = envelope.items.filter { SignalDescription.described(envelopeItemType: $0.type)?.ranksByLevel == true }
-                .map { item in bytes.withUnsafeBytes { Self.highestLevelRank(in: UnsafeRawBufferPointer(rebasing: $0[item.payload])) } }
-            return (levels.max() ?? Self.infoRank, envelope.discardCounts())
-        }
-
-        /// `Log.Level` names by rank − 1.
-        private static let levelNames = ["trace", "debug", "info", "warn", "error", "fatal"].map { Array($0.utf8) }
-        private static let infoRank = 3
-        private static let levelKey = Array(#""level":""#.utf8)
-
-        /// The highest rank of the `"level":"<name>"` fields in a log item's payload (`info`'s if none). A body
-        /// or attribute cannot hold that sequence unescaped (its quotes would be `\"`), and an attribute named
-        /// `level` is followed by `{`. Found by their `v` (`memchr`; a rare letter in these payloads) rather
-        /// than at every quote: an eviction reads each envelope it ranks, up to 1 MiB of them.
-        private static func highestLevelRank(in payload: UnsafeRawBufferPointer) -> Int {
-            let key = levelKey, keyV = 3
-            guard let base = payload.baseAddress else { return infoRank }
-            var highest = 0
-            var next = keyV  // where the next `v` that can be a key's may be
-            while next < payload.count, let found = memchr(base + next, Int32(UInt8(ascii: "v")), payload.count - next) {
-                let start = base.distance(to: found) - keyV
-                next = start + keyV + 1
-                guard start + key.count <= payload.count,
-                      UnsafeRawBufferPointer(rebasing: payload[start..<start + key.count]).elementsEqual(key) else { continue }
-                let nameStart = start + key.count
-                guard let quote = memchr(base + nameStart, 0x22, payload.count - nameStart) else { break }
-                let name = UnsafeRawBufferPointer(rebasing: payload[nameStart..<base.distance(to: quote)])
-                if let index = levelNames.firstIndex(where: { $0.elementsEqual(name) }) { highest = max(highest, index + 1) }
-                next = base.distance(to: quote) + 1
-            }
-            return highest == 0 ? infoRank : highest
         }
 
         /// Deletes a stored envelope and counts its items as dropped for `reason` (see `dropped(in:ranked:)`).

@@ -67,11 +67,12 @@ struct ForwardingOutbox: Outbox {
     /// per trace from up to a `recovered` file's worth of spans (now each keeps within `maxBatchBytes`).
     private static let maxStagedBytes = FileSystem.maxFramedFileBytes + FileSystem.maxEnvelopeBytes
 
-    /// Deletes the oldest of `waiting` (staged, not taken) while more than `maxEnvelopes` of them, or more
-    /// than `maxBytes`, wait (the newest stays, whatever its size); their items count as `cache_overflow`.
-    /// A transport that keeps throwing would otherwise leave every forward's envelopes in the folder. Only
-    /// what `adopt` would send counts and goes: regular files no larger than any staged envelope (looked
-    /// at again right before the unlink, which never follows a link).
+    /// Deletes envelopes of `waiting` (staged, not taken) while more than `maxEnvelopes` of them, or more
+    /// than `maxBytes`, wait (the last one stays, whatever its size), in the order `FileTransport` evicts
+    /// in (`EvictionRank`: the lowest rank first, the oldest of equals); their items count as
+    /// `cache_overflow`. A transport that keeps throwing would otherwise leave every forward's envelopes in
+    /// the folder. Only what `adopt` would send counts and goes: regular files no larger than any staged
+    /// envelope (looked at again right before the unlink, which never follows a link).
     private func evictBeyondBounds(waiting: ArraySlice<String>) {
         func size(_ path: String) -> Int? {
             var status = stat()
@@ -81,12 +82,18 @@ struct ForwardingOutbox: Outbox {
         let envelopes = waiting.compactMap { path in size(path).map { (path: path, bytes: $0) } }
         var count = envelopes.count
         var bytes = envelopes.reduce(0) { $0 + $1.bytes }
-        for (path, listed) in envelopes where count > maxEnvelopes || (bytes > maxBytes && count > 1) {
-            guard size(path) != nil else { continue }
-            let counts = EnvelopeReader.discardCounts(ofFile: path)
-            let removed = unlink(path) == 0
-            // Gone meanwhile (taken by a removal): one fewer waits, and nothing was lost here.
-            guard removed || errno == ENOENT else { continue }
+        func over() -> Bool { count > maxEnvelopes || (bytes > maxBytes && count > 1) }
+        guard over() else { return }
+        let ranked = envelopes.map { EvictionRank.of(file: $0.path, limit: Self.maxStagedBytes) }
+        let order = envelopes.indices.sorted { (ranked[$0]?.rank ?? 0, $0) < (ranked[$1]?.rank ?? 0, $1) }
+        for index in order where over() {
+            let (path, listed) = envelopes[index]
+            // Gone meanwhile (taken by a removal), or no longer a file `adopt` sends: one fewer waits, and
+            // nothing was lost here.
+            let ours = size(path) != nil
+            let counts = ours ? ranked[index]?.counts ?? EnvelopeReader.discardCounts(ofFile: path) : nil
+            let removed = ours && unlink(path) == 0
+            guard removed || size(path) == nil else { continue }
             if removed {
                 for (category, quantity) in counts ?? [] { reports.record(.cacheOverflow, category, quantity: quantity) }
                 diagnostics.log(.warning, "dropped staged envelope \(path.split(separator: "/").last ?? ""): the transport refused it, and more wait")

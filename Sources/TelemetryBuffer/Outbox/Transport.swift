@@ -7,7 +7,8 @@ extension TelemetryBuffer {
         /// Takes one envelope. Return only once it is safe (stored durably or delivered); throw if it could not
         /// be: the envelope stays staged in the buffer's folder and is offered again, before any later one, at
         /// the next forward and the next start. At most ``Options/maxCachedEnvelopes`` (and
-        /// ``Options/maxCacheBytes``) wait so; beyond, the oldest are deleted, counted as `cache_overflow`. See
+        /// ``Options/maxCacheBytes``) wait so; beyond, the least important are deleted (the lowest highest
+        /// log level, the oldest of those, as ``FileTransport`` evicts), counted as `cache_overflow`. See
         /// <doc:ImplementingATransport> for the implementation requirements.
         ///
         /// - Parameter envelope: A complete envelope in Sentry's format.

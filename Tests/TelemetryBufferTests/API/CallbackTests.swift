@@ -147,6 +147,32 @@ final class CallbackTests: XCTestCase {
         second.close()
     }
 
+    /// Beyond the bounds, a refused envelope goes by the order the default transport evicts in: the lowest
+    /// highest log level first, the oldest of those. Before, the oldest went, a `fatal` log before newer
+    /// `trace` ones.
+    func testARefusedEnvelopeIsEvictedByLevelAsTheDefaultTransportDoes() throws {
+        struct Refusing: Transport {
+            func send(_ envelope: Envelope) throws { throw POSIXError(.EIO) }
+        }
+        var options = testOptions(directory) { $0.maxCachedEnvelopes = 2; $0.maxLogsPerBatch = 1 }
+        options.transport = Refusing()
+        let first = try TelemetryBuffer(options: options)
+        for (body, level) in [("fatal", Log.Level.fatal), ("trace 1", .trace), ("trace 2", .trace)] {
+            XCTAssertTrue(first.add(log: Log(level: level, body: body, traceID: TraceID(high: 1, low: 2))))
+            first.flush()
+        }
+        XCTAssertEqual(first.stats().drops["cache_overflow/log_item"], 1)
+        first.close()
+
+        let taking = try GatedTransport(directory: directory.url.appendingPathComponent("taken"))
+        taking.open()
+        options.transport = taking
+        let second = try TelemetryBuffer(options: options)
+        second.flush()
+        XCTAssertEqual(try logBodies(in: taking.inner.directory), ["fatal", "trace 2"])
+        second.close()
+    }
+
     /// A custom transport's `send` that reads `recovery` while the start hands it what an earlier buffer
     /// staged: recovery is done by then (it waited for the hand-over, and a `send` on the queue that waited
     /// for it would never return).
