@@ -783,6 +783,9 @@ public final class TelemetryBuffer: Sendable {
     /// doorbell's thread has not yet passed on is passed on first. Then the same for the uploader's queue.
     func waitForBackgroundWork() {
         scheduler.deliverRung()
+        // A wake-up passed on while the last one's handler ran is queued again when that handler returns,
+        // behind a block queued meanwhile: the first pass may end before it, the second follows it.
+        onQueue {}
         onQueue {}
         opened?.uploader?.waitForQueuedWork()
     }
