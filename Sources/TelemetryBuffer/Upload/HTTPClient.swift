@@ -136,11 +136,15 @@ struct Redirected: Error, CustomStringConvertible {
     var description: String { "redirected to \(to.absoluteString); not an answer from Sentry" }
 
     /// Whether two URLs name the same endpoint: scheme and host compared without regard to case (a
-    /// system may canonicalise them), the port with the scheme's default filled in, and the path.
+    /// system may canonicalise them), the port with the scheme's default filled in, and the path as
+    /// written with its query (`URL.path` drops a trailing slash: a redirect to the endpoint without it,
+    /// which FoundationNetworking follows without the envelope, looked like Sentry's answer).
     static func sameEndpoint(_ first: URL, _ second: URL) -> Bool {
-        func key(_ url: URL) -> (String, String, Int?, String) {
+        func key(_ url: URL) -> (String, String, Int?, String, String?) {
             let scheme = url.scheme?.lowercased() ?? ""
-            return (scheme, url.host?.lowercased() ?? "", url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : nil), url.path)
+            let components = URLComponents(url: url, resolvingAgainstBaseURL: true)
+            return (scheme, url.host?.lowercased() ?? "", url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : nil),
+                    components?.percentEncodedPath ?? url.path, components?.percentEncodedQuery)
         }
         return key(first) == key(second)
     }

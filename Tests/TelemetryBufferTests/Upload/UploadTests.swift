@@ -865,6 +865,30 @@ final class UploadTests: XCTestCase {
         }
     }
 
+    /// A redirect back to the server's own envelope path, spelled another way (without the trailing slash,
+    /// as a slash-normalising proxy does, or with a query): FoundationNetworking follows it without the
+    /// envelope, so that answer is no delivery either. Before, the path compared without its slash and
+    /// query, the empty request's 200 deleted the envelope as delivered: lost, and nothing counted.
+    func testARedirectToTheSamePathSpelledOtherwiseIsNoDelivery() throws {
+        for location in ["/api/42/envelope", "/api/42/envelope/?moved=1"] {
+            let server = try server { _, index in
+                index == 0 ? .respond(308, headers: ["Location": location]) : .respond(200)
+            }
+            defer { server.stop() }
+            // The request the redirect made is not the buffer's: it is the one to tell apart.
+            let wellFormed = server.check
+            server.check = { request in request.path == "/api/42/envelope/" ? wellFormed(request) : nil }
+            let buffer = try buffer(server)
+            buffer.add(log: .test("moved to \(location)"))
+            buffer.flush()
+            eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
+            buffer.close()
+            let delivered = server.requests.withLock { $0 }.compactMap { try? WalkedEnvelope($0.body) }
+            XCTAssertEqual(delivered.flatMap { $0.items.flatMap(\.elements) }.compactMap { $0["body"] as? String },
+                           ["moved to \(location)", "moved to \(location)"], "\(location): sent again after the redirect")
+        }
+    }
+
     /// What counts as the same endpoint when the default client compares a response's URL with its
     /// request's: a system may canonicalise scheme and host case, and fill in the default port.
     func testARedirectIsToldFromACanonicalisedURL() throws {
@@ -876,6 +900,8 @@ final class UploadTests: XCTestCase {
         XCTAssertFalse(try same("http://sentry.example.com/api/1/envelope/", "https://sentry.example.com/api/1/envelope/"))
         XCTAssertFalse(try same("https://sentry.example.com/api/1/envelope/", "https://portal.example.net/login"))
         XCTAssertFalse(try same("https://sentry.example.com/api/1/envelope/", "https://sentry.example.com:8443/api/1/envelope/"))
+        XCTAssertFalse(try same("https://sentry.example.com/api/1/envelope/", "https://sentry.example.com/api/1/envelope"))
+        XCTAssertFalse(try same("https://sentry.example.com/api/1/envelope/", "https://sentry.example.com/api/1/envelope/?a=1"))
     }
 
     func testAServerThatIsDownThenUpLosesNothing() throws {
