@@ -112,7 +112,7 @@ final class RateLimits: @unchecked Sendable {
         var limits: [Category: Double] = [:]
         for quota in header.split(separator: ",") {
             let fields = quota.filter { $0 != " " && $0 != "\t" }.split(separator: ":", omittingEmptySubsequences: false)
-            guard fields.count >= 2, let seconds = Double(fields[0]), seconds.isFinite, seconds >= 0 else { continue }
+            guard fields.count >= 2, let seconds = Double(fields[0]), !seconds.isNaN, seconds >= 0 else { continue }
             let names = fields[1].split(separator: ";")
             let categories = fields[1].isEmpty ? [Category.all] : names.compactMap(Category.init)
             for category in categories { limits[category] = max(limits[category] ?? 0, seconds) }
@@ -123,7 +123,7 @@ final class RateLimits: @unchecked Sendable {
     /// `Retry-After`: delay seconds (integer or float), or an HTTP date.
     static func seconds(retryAfter: String, now: Date) -> Double? {
         let text = retryAfter.trimmingCharacters(in: .whitespaces)
-        if let seconds = Double(text), seconds.isFinite, seconds >= 0 { return seconds }
+        if let seconds = Double(text), !seconds.isNaN, seconds >= 0 { return seconds }
         let format = DateFormatter()
         format.locale = Locale(identifier: "en_US_POSIX")
         format.timeZone = TimeZone(identifier: "GMT")

@@ -3,12 +3,13 @@ extension TelemetryBuffer {
     public struct UploadOptions: Sendable, Equatable {
         /// Seconds between two sends while draining the folder.
         public var pacing: Double = 0.1
-        /// The first backoff: after the n-th failed attempt the uploader waits `backoffBase × 2^(n-1)` plus a
-        /// jitter uniform in [0, that), up to ``UploadOptions/maxAttempts``.
+        /// The first backoff: after the n-th failed attempt the uploader waits `backoffBase × 2^(n-1)` (at
+        /// most the cool-off) plus a jitter uniform in [0, that), up to ``UploadOptions/maxAttempts``.
         public var backoffBase: Double = 3
         /// Failed attempts before the cool-off.
         public var maxAttempts = 5
-        /// Seconds of rest after ``UploadOptions/maxAttempts`` failures; then the same cycle starts again.
+        /// Seconds of rest after ``UploadOptions/maxAttempts`` failures (at least `backoffBase`: a shorter
+        /// one would retry a failing server at once); then the same cycle starts again.
         public var coolOff: Double = 30 * 60
         /// Seconds a request may take in all (the default client cancels it then, however its answer
         /// trickles in); one an `HTTPClient` has not answered as long again later (at most 5 s later) counts
@@ -24,8 +25,9 @@ extension TelemetryBuffer {
         /// How long to wait after the `failures`-th consecutive failure (1-based), given a uniform random
         /// `jitter` in [0, 1); and whether that wait is the cool-off (after which attempts count from 1 again).
         func wait(afterFailure failures: Int, jitter: Double) -> (seconds: Double, coolOff: Bool) {
-            guard failures < maxAttempts else { return (coolOff, true) }
-            let delay = backoffBase * Double(1 << min(max(failures - 1, 0), 30))
+            let rest = max(coolOff, backoffBase)
+            guard failures < maxAttempts else { return (rest, true) }
+            let delay = min(backoffBase * Double(1 << min(max(failures - 1, 0), 30)), rest)
             return (delay + delay * jitter, false)
         }
     }

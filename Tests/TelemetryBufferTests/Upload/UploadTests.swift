@@ -140,6 +140,24 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(options.wait(afterFailure: 3, jitter: 0).seconds, 0.04, accuracy: 1e-12)
     }
 
+    /// Settings at the edges never make the uploader spin or sleep for years: a cool-off shorter than the
+    /// first backoff rests that backoff (with one attempt and no cool-off, a failing server got 2,131
+    /// requests in 3 s), and no backoff waits longer than the cool-off (with 40 attempts, the 31st waited
+    /// 3 s × 2^30, a century).
+    func testNoBackoffIsShorterThanTheFirstNorLongerThanTheCoolOff() {
+        var options = UploadOptions()
+        options.maxAttempts = 1
+        options.coolOff = 0
+        XCTAssertEqual(options.wait(afterFailure: 1, jitter: 0).seconds, 3)
+        XCTAssertTrue(options.wait(afterFailure: 1, jitter: 0).coolOff)
+        options.maxAttempts = 40
+        options.coolOff = 1800
+        for failure in 1..<40 {
+            XCTAssertLessThanOrEqual(options.wait(afterFailure: failure, jitter: 0).seconds, 1800, "failure \(failure)")
+        }
+        XCTAssertEqual(options.wait(afterFailure: 12, jitter: 0.5).seconds, 2700, "the jitter on top, as on every backoff")
+    }
+
     func testRetryableFailuresAreRetriedThroughACoolOffUntilAccepted() throws {
         // 503, 500, 408, a connection reset mid-body, 502 (the fifth failure: cool-off), then accepted.
         let server = try server(TestServer.sequence([.respond(503), .respond(500), .respond(408), .resetMidBody, .respond(502)]))
@@ -776,12 +794,17 @@ final class UploadTests: XCTestCase {
             ("30:trace_metric;trace_metric_byte:key", [metrics: 30]),
             ("garbage, :log_item:key, -5:span:key", [:]),
             ("60:;:organization, 30: ; :key", [:]),  // a list naming no category is not an empty one
+            // A number too large for a Double is the longest limit, not none (`1e20` already lasts for good).
+            ("1e400:span:key, 60:span:key", [spans: .infinity]),
+            ("nan:span:key, inf:log_item:key", [logs: .infinity]),
         ]
         for (header, expected) in cases { XCTAssertEqual(RateLimits.parse(header), expected, header) }
         XCTAssertEqual(RateLimits.seconds(retryAfter: "120", now: now), 120)
         XCTAssertEqual(RateLimits.seconds(retryAfter: "1.5", now: now), 1.5)
         XCTAssertEqual(RateLimits.seconds(retryAfter: "Thu, 01 Jan 1970 00:17:40 GMT", now: now), 60)
         XCTAssertNil(RateLimits.seconds(retryAfter: "soon", now: now))
+        XCTAssertEqual(RateLimits.seconds(retryAfter: "1e400", now: now), .infinity)
+        XCTAssertNil(RateLimits.seconds(retryAfter: "nan", now: now))
 
         let limits = RateLimits()
         limits.update(status: 429, rateLimits: nil, retryAfter: nil, now: now)
