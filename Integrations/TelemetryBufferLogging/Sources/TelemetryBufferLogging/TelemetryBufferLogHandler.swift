@@ -58,8 +58,14 @@ public struct TelemetryBufferLogHandler: LogHandler {
     }
 
     /// Sends one message as a log (swift-log calls it only at or above `logLevel`). An error given with the
-    /// message becomes `exception.type` and `exception.message`.
+    /// message becomes `exception.type` and `exception.message`. A message logged while one is sent on the
+    /// same thread (from `beforeSendLog`, the metadata provider or `trace`) is sent too; one logged while
+    /// sending that is not: it would recur without end.
     public func log(event: LogEvent) {
+        SendingDepth.enter { send(event) }
+    }
+
+    private func send(_ event: LogEvent) {
         // The handler's, the provider's, then the call's, each flattened in turn: a later key replaces an
         // earlier one whole, nested values and all, as swift-log merges metadata.
         let provided = metadataProvider?.get() ?? [:], explicit = event.metadata ?? [:]

@@ -67,6 +67,38 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         XCTAssertEqual(logs.map { $0["level"] as? String }, ["trace", "debug", "info", "info", "warn", "error", "fatal"])
     }
 
+    /// A log made while the handler sends one on the same thread (from `beforeSendLog`, a metadata provider
+    /// or the `trace` closure) is sent, but one made while sending that is not: a hook that logs what it
+    /// saw logged its own message, and that one's, without end (a stack overflow, 300 deep when a test
+    /// stopped it).
+    func testALogMadeWhileSendingOneIsSentButNoDeeper() throws {
+        buffer.close()
+        final class Hooked: @unchecked Sendable {  // @unchecked: its one field is guarded by the lock
+            private let lock = NSLock()
+            private var stored: Logger?
+            var logger: Logger? {
+                get { lock.withLock { stored } }
+                set { lock.withLock { stored = newValue } }
+            }
+        }
+        let hooked = Hooked()
+        var options = Options(dsn: "https://key@o1.ingest.example.com/1")
+        options.cacheDirectory = folder
+        options.upload = false
+        options.beforeSendLog = { log in
+            hooked.logger?.info("saw \(log.body)")
+            return log
+        }
+        buffer = try TelemetryBuffer(options: options)
+        let logger = logger { $0.metadataProvider = Logger.MetadataProvider { [hooked] in
+            hooked.logger?.debug("provided")
+            return [:]
+        } }
+        hooked.logger = logger
+        logger.info("outer")
+        XCTAssertEqual(try storedLogs().compactMap { $0["body"] as? String }.sorted(), ["outer", "provided", "saw outer"])
+    }
+
     func testBelowTheHandlersLevelNothingIsSent() throws {
         let logger = logger { $0.logLevel = .warning }
         logger.info("quiet")
