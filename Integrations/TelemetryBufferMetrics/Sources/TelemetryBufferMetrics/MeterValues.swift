@@ -6,32 +6,41 @@ import Foundation
 /// series' value lives while a `Meter` of it does: destroying the last one forgets it.
 final class MeterValues: @unchecked Sendable {
     // @unchecked: `series` is touched only under `lock`.
-    /// Recursive: a `beforeSendMetric` hook may move a meter of the factory while a value is sent under it.
-    private let lock = NSRecursiveLock()
-    private var series: [String: (value: Double, meters: Int)] = [:]
+    /// Held only to compute a value, never while one is sent: a `beforeSendMetric` hook runs user code, which
+    /// may move a meter or wait for a lock of the app's that a thread moving a meter holds.
+    private let lock = NSLock()
+    private var series: [String: (value: Double, meters: Int, last: Date)] = [:]
 
     /// A `Meter` of `series` was made.
     func retain(_ series: String) {
-        lock.withLock { self.series[series, default: (0, 0)].meters += 1 }
+        lock.withLock { self.series[series, default: (0, 0, .distantPast)].meters += 1 }
     }
 
     /// A `Meter` of `series` was destroyed: with the last one, its value goes.
     func release(_ series: String) {
         lock.withLock {
-            guard let entry = self.series[series] else { return }
-            self.series[series] = entry.meters > 1 ? (entry.value, entry.meters - 1) : nil
+            guard var entry = self.series[series] else { return }
+            entry.meters -= 1
+            self.series[series] = entry.meters > 0 ? entry : nil
         }
     }
 
-    /// Changes the value of `series` by `change` and hands the new value to `send`, both under the lock, so
-    /// that the values arrive in the order they were reached. A change that would make the value NaN or
-    /// infinite is handed on (the buffer drops and counts it) but not kept; so is any change of a series no
-    /// `Meter` holds any more (one moved after its `destroy()`).
-    func move(_ series: String, _ change: (Double) -> Double, send: (Double) -> Void) {
+    /// Changes the value of `series` by `change`, and returns the new value with its timestamp: now, or a
+    /// microsecond (what a trace metric's timestamp holds) after the series' last if that is not earlier.
+    /// The values of a series so carry their order in their timestamps, however the threads that send them
+    /// race to the buffer. A change that would make the value NaN or infinite is returned (the buffer
+    /// drops and counts it) but not kept; so is any change of a series no `Meter` holds any more (one moved
+    /// after its `destroy()`).
+    func move(_ series: String, _ change: (Double) -> Double) -> (value: Double, timestamp: Date) {
         lock.withLock {
-            let value = change(self.series[series]?.value ?? 0)
-            if value.isFinite, self.series[series] != nil { self.series[series]?.value = value }
-            send(value)
+            let now = Date()
+            guard var entry = self.series[series] else { return (change(0), now) }
+            let value = change(entry.value)
+            let timestamp = max(now, entry.last.addingTimeInterval(1e-6))
+            if value.isFinite { entry.value = value }
+            entry.last = timestamp
+            self.series[series] = entry
+            return (value, timestamp)
         }
     }
 }

@@ -35,15 +35,16 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
         self.unit = unit
     }
 
-    private func send(_ value: Metric.Value, unit: String? = nil) {
+    private func send(_ value: Metric.Value, unit: String? = nil, timestamp: Date = Date()) {
         let trace = ActiveTrace.current ?? factory.trace?()
         factory.buffer.add(metric: Metric(name: name, kind: kind, value: value, unit: unit, attributes: attributes,
-                                          traceID: trace?.traceID ?? .process, spanID: trace?.spanID))
+                                          traceID: trace?.traceID ?? .process, spanID: trace?.spanID, timestamp: timestamp))
     }
 
-    /// Moves the meter's series and sends the value it reached.
+    /// Moves the meter's series and sends the value it reached, with the timestamp that orders it.
     private func move(_ change: (Double) -> Double) {
-        factory.meters.move(series, change) { send(.double($0)) }
+        let reached = factory.meters.move(series, change)
+        send(.double(reached.value), timestamp: reached.timestamp)
     }
 
     // MARK: Counters

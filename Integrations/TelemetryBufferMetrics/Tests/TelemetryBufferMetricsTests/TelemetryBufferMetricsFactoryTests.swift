@@ -197,15 +197,59 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
         XCTAssertTrue(bodies.contains { $0.contains("\"name\":\"inner\"") } && bodies.contains { $0.contains("\"name\":\"outer\"") }, "\(bodies)")
     }
 
-    /// A meter moved from many threads at once: every change is sent, with the value it reached, in the
-    /// order reached (fewer than one batch's worth, so that none can find the buffer full).
+    /// A hook that waits for a lock of the app's while another thread, holding that lock, moves a meter of
+    /// another series: the meter's update returns. Before, every meter of the factory waited for the one
+    /// lock under which the hook ran: with the hook waiting for the app's lock, a deadlock.
+    func testAMeterMovesWhileAHookWaitsForALockTheMovingThreadHolds() throws {
+        let appLock = NSLock()
+        let hookWaits = DispatchSemaphore(value: 0)
+        var options = buffer.options
+        options.cacheDirectory = folder.appendingPathComponent("hooked")
+        options.beforeSendMetric = { metric in
+            if metric.name == "b" {
+                hookWaits.signal()
+                appLock.lock()
+                appLock.unlock()
+            }
+            return metric
+        }
+        let hooked = try TelemetryBuffer(options: options)
+        defer { hooked.close() }
+        let factory = TelemetryBufferMetricsFactory(buffer: hooked)
+        let (a, b) = (Meter(label: "a", factory: factory), Meter(label: "b", factory: factory))
+        appLock.lock()
+        let hookDone = DispatchSemaphore(value: 0)
+        Thread {
+            b.set(1)
+            hookDone.signal()
+        }.start()
+        XCTAssertEqual(hookWaits.wait(timeout: .now() + 20), .success, "the hook never ran")
+        let moved = DispatchSemaphore(value: 0)
+        Thread {
+            a.set(2)  // as the thread holding the app's lock would
+            moved.signal()
+        }.start()
+        // A deadline, not a timing: on the code before, this thread's update never returned.
+        XCTAssertEqual(moved.wait(timeout: .now() + 20), .success, "a's update waited for b's hook")
+        appLock.unlock()
+        XCTAssertEqual(hookDone.wait(timeout: .now() + 20), .success)
+    }
+
+    /// A meter moved from many threads at once: every change is sent, with the value it reached, each
+    /// value's timestamp later than the one before it (in whatever order they reach the buffer; fewer than
+    /// one batch's worth, so that none can find the buffer full).
     func testAMeterMovedFromManyThreadsSendsEveryValueItReached() throws {
         let meter = Meter(label: "inflight", factory: factory)
         DispatchQueue.concurrentPerform(iterations: 8) { _ in
             for _ in 0..<12 { meter.increment(by: 1) }
         }
-        let values = try storedMetrics().compactMap { ($0["value"] as? NSNumber)?.doubleValue }
-        XCTAssertEqual(values, (1...96).map(Double.init), "each value reached, in the order reached")
+        let points = try storedMetrics().compactMap { metric -> (Double, Double)? in
+            guard let time = (metric["timestamp"] as? NSNumber)?.doubleValue, let value = (metric["value"] as? NSNumber)?.doubleValue
+            else { return nil }
+            return (time, value)
+        }.sorted { $0.0 < $1.0 }
+        XCTAssertEqual(points.map(\.1), (1...96).map(Double.init), "each value reached, in the order of their timestamps")
+        XCTAssertEqual(Set(points.map(\.0)).count, 96, "no two values of a series share a timestamp")
     }
 }
 
