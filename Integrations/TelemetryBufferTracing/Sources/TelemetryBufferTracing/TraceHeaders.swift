@@ -71,22 +71,26 @@ enum TraceHeaders {
         text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
     }
 
-    /// A `baggage` header's `sentry-` members (prefix removed, values decoded) and its other members, those
-    /// that fit W3C's limits in order (a hostile header cannot make every envelope of the trace, and every
-    /// request it makes, carry 64 KiB); what is not `key=value` is no member.
+    /// A `baggage` header's `sentry-` members (prefix removed, values decoded) and its other members, each
+    /// part as much as fits W3C's limits in order (a hostile header cannot make every envelope of the
+    /// trace, and every request it makes, carry 64 KiB; nor can other vendors' members ahead of the DSC
+    /// crowd it out); what is not `key=value` is no member.
     static func parseBaggage(_ header: String) -> (sentry: [String: String], foreign: [String]) {
         var sentry: [String: String] = [:], foreign: [String] = []
-        var members = 0, bytes = 0
+        // Members and bytes taken: [0] of the `sentry-` part, [1] of the others.
+        var members = [0, 0], bytes = [0, 0]
         for member in header.split(separator: ",") {
             let trimmed = member.trimmingCharacters(in: .whitespaces)
             let keyValue = trimmed.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0]
             guard let equals = keyValue.firstIndex(of: "="),
                   !keyValue[..<equals].trimmingCharacters(in: .whitespaces).isEmpty else { continue }
-            guard members < maxBaggageMembers else { break }
-            let added = trimmed.utf8.count + (members == 0 ? 0 : 1)
-            guard bytes + added <= maxBaggageBytes else { continue }  // a later, smaller one may fit
-            (members, bytes) = (members + 1, bytes + added)
-            if keyValue.hasPrefix("sentry-") {
+            let isSentry = keyValue.hasPrefix("sentry-"), part = isSentry ? 0 : 1
+            let added = trimmed.utf8.count + (members[part] == 0 ? 0 : 1)
+            // A later, smaller one may fit.
+            guard members[part] < maxBaggageMembers, bytes[part] + added <= maxBaggageBytes else { continue }
+            members[part] += 1
+            bytes[part] += added
+            if isSentry {
                 let key = keyValue[keyValue.index(keyValue.startIndex, offsetBy: 7)..<equals].trimmingCharacters(in: .whitespaces)
                 let value = keyValue[keyValue.index(after: equals)...].trimmingCharacters(in: .whitespaces)
                 if !key.isEmpty { sentry[key] = value.removingPercentEncoding ?? value }

@@ -455,6 +455,23 @@ final class TelemetryBufferTracerTests: XCTestCase {
         XCTAssertEqual(SentrySpanContext.current(in: large)?.dynamicSamplingContext["public_key"], "caller")
     }
 
+    /// Other vendors' members ahead of the `sentry-` ones do not crowd the caller's DSC out: the limits bound
+    /// each part on its own. Before, 64 members of others left no DSC at all (the trace went on with this
+    /// process's own), and 8,100 bytes of one left half of it (no `sample_rate`, which Sentry requires).
+    func testOtherMembersAheadOfTheDSCDoNotCrowdItOut() throws {
+        let tracer = tracer()
+        let trace = "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6"
+        let dsc = "sentry-trace_id=\(trace),sentry-public_key=upstream,sentry-sample_rate=0.25,sentry-sample_rand=0.125,sentry-environment=prod"
+        for others in [(0..<64).map { "vendor\($0)=v" }, ["vendor=" + String(repeating: "v", count: 8100)]] {
+            var context = InstrumentationContext.topLevel
+            tracer.extract(["sentry-trace": "\(trace)-9c1d2e3f4a5b6c7d-1", "baggage": (others + [dsc]).joined(separator: ",")],
+                           into: &context, using: HeaderExtractor())
+            XCTAssertEqual(SentrySpanContext.current(in: context)?.dynamicSamplingContext,
+                           ["trace_id": trace, "public_key": "upstream", "sample_rate": "0.25", "sample_rand": "0.125", "environment": "prod"],
+                           "after \(others.count) other members")
+        }
+    }
+
     /// An older OpenTelemetry key goes under the registry's; when both are set, only the registry's is sent.
     func testOlderAttributeKeysGoUnderTheRegistrysKeys() throws {
         let tracer = tracer()
