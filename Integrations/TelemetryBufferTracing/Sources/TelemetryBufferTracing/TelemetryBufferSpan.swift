@@ -134,10 +134,14 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
     }
 
     /// swift-distributed-tracing's attributes as the buffer's, under the registry's keys and types
-    /// (`AttributeNames`: `db.system` goes as `db.system.name`, unless that is set too; `net.sock.family` as
-    /// `network.type` or `network.transport`; a recorded header's single value as an array of one).
+    /// (`AttributeNames`: `db.system` goes as `db.system.name`, unless that is set too; of several older
+    /// keys for one registry key, such as `net.host.port` and `net.peer.port` for `server.port`, the first
+    /// in alphabetical order, whatever order the attributes iterate in; `net.sock.family` as `network.type`
+    /// or `network.transport`; a recorded header's single value as an array of one).
     static func attributes(_ attributes: SpanAttributes) -> Attributes {
         var converted = Attributes()
+        // The older key each registry key was taken from.
+        var renamedFrom: [String: String] = [:]
         attributes.forEach { key, attribute in
             var key = key
             // `net.sock.family` (`inet`, `inet6`, `unix`) is split by the registry into a network type and transport.
@@ -152,7 +156,8 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
             }
             if let replacement = AttributeNames.replacements[key] {
                 // An older key goes under the registry's, unless that is set too: then it is not sent.
-                guard attributes[replacement] == nil else { return }
+                guard attributes[replacement] == nil, renamedFrom[replacement].map({ key < $0 }) ?? true else { return }
+                renamedFrom[replacement] = key
                 key = replacement
             }
             switch attribute {

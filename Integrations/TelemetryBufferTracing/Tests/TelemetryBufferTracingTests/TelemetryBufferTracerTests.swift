@@ -493,6 +493,32 @@ final class TelemetryBufferTracerTests: XCTestCase {
         XCTAssertNil(attribute(both, "http.method"))
     }
 
+    /// Of several older keys for one registry key, the first in alphabetical order goes, whatever order
+    /// the attributes iterate in. Before, the last iterated won, and that order changes with each process's
+    /// hash seed: one span sent `server.port` 8080 in one process and 54321 in the next. (Four groups at
+    /// once: on the code before, all four came out so by chance in about one process of 48.)
+    func testOfSeveralOlderKeysForOneRegistryKeyTheFirstInAlphabeticalOrderGoes() throws {
+        let tracer = tracer()
+        tracer.withSpan("legacy", ofKind: .server) { span in
+            span.attributes["net.peer.port"] = 54321
+            span.attributes["net.host.port"] = 8080
+            span.attributes["messaging.url"] = "amqp://b"
+            span.attributes["http.url"] = "https://a/x"
+            span.attributes["net.peer.name"] = "client.local"
+            span.attributes["net.host.name"] = "server.local"
+            span.attributes["http.server_name"] = "named.local"
+            span.attributes["http.host"] = "host.local"
+            span.attributes["net.protocol.version"] = "1.1"
+            span.attributes["messaging.protocol_version"] = "0.9"
+            span.attributes["http.flavor"] = "2"
+        }
+        let span = try XCTUnwrap(try storedSpans()["legacy"]?.span)
+        XCTAssertEqual(attribute(span, "server.port") as? Int, 8080)
+        XCTAssertEqual(attribute(span, "url.full") as? String, "https://a/x")
+        XCTAssertEqual(attribute(span, "server.address") as? String, "host.local")
+        XCTAssertEqual(attribute(span, "network.protocol.version") as? String, "2")
+    }
+
     /// Header edge cases: an uppercase `trace_id` in the baggage is the trace's; a version-00 `traceparent`
     /// with a fifth field, flags that are not hex, uppercase hex, or a version `ff`/uppercase, is malformed
     /// (W3C), and so is an uppercase `sentry-trace`; a `tracestate` goes on only with its own trace.
