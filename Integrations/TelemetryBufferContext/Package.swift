@@ -2,7 +2,8 @@
 import PackageDescription
 
 // What the integrations share: the trace a task's work belongs to, which the tracer keeps in the task's
-// `ServiceContext` and the swift-log and swift-metrics integrations read. A package of its own, on
+// `ServiceContext` and the swift-log and swift-metrics integrations read; and how deep a thread is in
+// sending items, which bounds a hook that makes items of its own. A package of its own, on
 // swift-distributed-tracing's `Instrumentation` alone (where `ServiceContext` lives since 1.7), so that
 // logging or metrics do not bring in the tracer.
 let package = Package(

@@ -9,11 +9,12 @@ final class MeterValues: @unchecked Sendable {
     /// Held only to compute a value, never while one is sent: a `beforeSendMetric` hook runs user code, which
     /// may move a meter or wait for a lock of the app's that a thread moving a meter holds.
     private let lock = NSLock()
-    private var series: [String: (value: Double, meters: Int, last: Date)] = [:]
+    /// Each series' value, its `Meter`s, and its last value's timestamp in microseconds since 1970.
+    private var series: [String: (value: Double, meters: Int, last: Int64)] = [:]
 
     /// A `Meter` of `series` was made.
     func retain(_ series: String) {
-        lock.withLock { self.series[series, default: (0, 0, .distantPast)].meters += 1 }
+        lock.withLock { self.series[series, default: (0, 0, .min)].meters += 1 }
     }
 
     /// A `Meter` of `series` was destroyed: with the last one, its value goes.
@@ -26,7 +27,8 @@ final class MeterValues: @unchecked Sendable {
     }
 
     /// Changes the value of `series` by `change`, and returns the new value with its timestamp: now, or a
-    /// microsecond (what a trace metric's timestamp holds) after the series' last if that is not earlier.
+    /// microsecond (what a trace metric's timestamp holds) after the series' last if that is not earlier,
+    /// in whole microseconds, so that the encoding keeps them apart.
     /// The values of a series so carry their order in their timestamps, however the threads that send them
     /// race to the buffer. A change that would make the value NaN or infinite is returned (the buffer
     /// drops and counts it) but not kept; so is any change of a series no `Meter` holds any more (one moved
@@ -36,11 +38,10 @@ final class MeterValues: @unchecked Sendable {
             let now = Date()
             guard var entry = self.series[series] else { return (change(0), now) }
             let value = change(entry.value)
-            let timestamp = max(now, entry.last.addingTimeInterval(1e-6))
             if value.isFinite { entry.value = value }
-            entry.last = timestamp
+            entry.last = max(Int64((now.timeIntervalSince1970 * 1_000_000).rounded()), entry.last + 1)
             self.series[series] = entry
-            return (value, timestamp)
+            return (value, Date(timeIntervalSince1970: Double(entry.last) / 1_000_000))
         }
     }
 }

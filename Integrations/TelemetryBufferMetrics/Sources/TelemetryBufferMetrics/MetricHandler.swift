@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import TelemetryBuffer
+import TelemetryBufferContext
 
 /// The handler of every kind of swift-metrics metric: each value it is given becomes one trace metric of
 /// its `kind`, with the name, attributes and (for timers) unit it was made with.
@@ -35,10 +36,13 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
         self.unit = unit
     }
 
+    /// Sends a value, unless it was made while sending one that was made while sending (`SendingDepth`).
     private func send(_ value: Metric.Value, unit: String? = nil, timestamp: Date = Date()) {
-        let trace = ActiveTrace.current ?? factory.trace?()
-        factory.buffer.add(metric: Metric(name: name, kind: kind, value: value, unit: unit, attributes: attributes,
-                                          traceID: trace?.traceID ?? .process, spanID: trace?.spanID, timestamp: timestamp))
+        SendingDepth.enter {
+            let trace = ActiveTrace.current ?? factory.trace?()
+            factory.buffer.add(metric: Metric(name: name, kind: kind, value: value, unit: unit, attributes: attributes,
+                                              traceID: trace?.traceID ?? .process, spanID: trace?.spanID, timestamp: timestamp))
+        }
     }
 
     /// Moves the meter's series and sends the value it reached, with the timestamp that orders it.

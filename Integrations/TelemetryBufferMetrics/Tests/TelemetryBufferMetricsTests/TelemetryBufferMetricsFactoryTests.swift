@@ -197,6 +197,23 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
         XCTAssertTrue(bodies.contains { $0.contains("\"name\":\"inner\"") } && bodies.contains { $0.contains("\"name\":\"outer\"") }, "\(bodies)")
     }
 
+    /// A value sent while one is sent (a `beforeSendMetric` that counts the metrics it sees) is sent; one
+    /// sent while sending that is not: the hook counted its own count without end (a stack overflow).
+    func testAMetricMadeWhileSendingOneIsSentButNoDeeper() throws {
+        let box = Locked<TelemetryBufferMetricsFactory?>(nil)
+        var options = buffer.options
+        options.cacheDirectory = folder.appendingPathComponent("counting")
+        options.beforeSendMetric = { metric in
+            Counter(label: "seen", factory: box.withLock { $0 }!).increment()
+            return metric
+        }
+        buffer.close()
+        buffer = try TelemetryBuffer(options: options)
+        box.withLock { $0 = TelemetryBufferMetricsFactory(buffer: buffer) }
+        Counter(label: "orders", factory: box.withLock { $0 }!).increment()
+        XCTAssertEqual(try storedMetrics().map(summary).sorted(), ["orders counter 1", "seen counter 1"])
+    }
+
     /// A hook that waits for a lock of the app's while another thread, holding that lock, moves a meter of
     /// another series: the meter's update returns. Before, every meter of the factory waited for the one
     /// lock under which the hook ran: with the hook waiting for the app's lock, a deadlock.

@@ -1,5 +1,6 @@
 import Foundation
 import TelemetryBuffer
+import TelemetryBufferContext
 import Tracing
 
 /// A span of `TelemetryBufferTracer`: recorded while it runs, added to the buffer as a span v2 item when it
@@ -102,11 +103,14 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
         guard let ended, span.sampled == true else { return }
         var attributes = Self.attributes(ended.attributes)
         attributes["sentry.op"] = nil
-        buffer.add(span: TelemetryBuffer.Span(
-            traceID: span.traceID, spanID: span.spanID, parentSpanID: parentSpanID, name: ended.operationName,
-            status: ended.failed ? .error : .ok, isSegment: isSegment, startTimestamp: Self.date(start),
-            endTimestamp: Self.date(max(end, start)), attributes: attributes, links: ended.links, op: op(ended.attributes),
-            source: isSegment ? Self.source(ended) : nil, segmentID: span.segmentID, segmentName: span.segmentName))
+        // Not a span ended while sending one that was ended while sending (`beforeSendSpan` tracing its own work).
+        SendingDepth.enter {
+            buffer.add(span: TelemetryBuffer.Span(
+                traceID: span.traceID, spanID: span.spanID, parentSpanID: parentSpanID, name: ended.operationName,
+                status: ended.failed ? .error : .ok, isSegment: isSegment, startTimestamp: Self.date(start),
+                endTimestamp: Self.date(max(end, start)), attributes: attributes, links: ended.links, op: op(ended.attributes),
+                source: isSegment ? Self.source(ended) : nil, segmentID: span.segmentID, segmentName: span.segmentName))
+        }
     }
 
     /// How a segment's name was chosen: `route` when it is its `http.route` (as a server's middleware names

@@ -68,6 +68,31 @@ final class TelemetryBufferTracerTests: XCTestCase {
         (span["attributes"] as? [String: [String: Any]])?[key]?["value"]
     }
 
+    /// A span ended while one is sent (a `beforeSendSpan` that traces what it does) is sent; one ended while
+    /// sending that is not: a hook that traced each span it saw traced its own without end (a stack
+    /// overflow).
+    func testASpanEndedWhileSendingOneIsSentButNoDeeper() throws {
+        buffer.close()
+        final class Box: @unchecked Sendable {  // @unchecked: its one field is guarded by the lock
+            private let lock = NSLock()
+            private var stored: TelemetryBufferTracer?
+            var tracer: TelemetryBufferTracer? {
+                get { lock.withLock { stored } }
+                set { lock.withLock { stored = newValue } }
+            }
+        }
+        let box = Box()
+        var options = buffer.options
+        options.beforeSendSpan = { span in
+            box.tracer?.withSpan("saw \(span.name)") { _ in }
+            return span
+        }
+        buffer = try TelemetryBuffer(options: options)
+        box.tracer = tracer()
+        box.tracer?.withSpan("outer") { _ in }
+        XCTAssertEqual(Set(try storedSpans().keys), ["outer", "saw outer"])
+    }
+
     /// A root span is a segment; a span started in its context is its child and carries the segment.
     func testNestedSpansMakeASegmentAndItsChild() throws {
         let tracer = tracer()

@@ -1,11 +1,12 @@
 import Foundation
 
-/// How many messages the calling thread is sending through a `TelemetryBufferLogHandler` at once: a
-/// message logged while one is sent comes from the sending itself (`beforeSendLog`, a metadata provider,
-/// the `trace` closure), and one logged while that is sent would recur without end.
-enum SendingDepth {
-    /// The deepest message sent: one logged while sending a message is, one logged while sending that is not.
-    static let limit = 2
+/// How many items the calling thread is sending through the integrations at once. An item made while one
+/// is sent comes from the sending itself (a `beforeSend…` hook, a metadata provider, a `trace` closure),
+/// and one made while that is sent would recur without end: a hook that logs, counts or traces each item
+/// it sees. The integrations send an item only within `enter(_:)`.
+public enum SendingDepth {
+    /// The deepest item sent: one made while sending an item is, one made while sending that is not.
+    public static let limit = 2
 
     /// A thread-specific word (no allocation, unlike a task-local value bound per message), holding the depth.
     private static let key: pthread_key_t = {
@@ -15,7 +16,7 @@ enum SendingDepth {
     }()
 
     /// Runs `body` one level deeper, unless the thread is at `limit` already: then not at all.
-    static func enter(_ body: () -> Void) {
+    public static func enter(_ body: () -> Void) {
         let depth = Int(bitPattern: pthread_getspecific(key))
         guard depth < limit else { return }
         pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth + 1))
