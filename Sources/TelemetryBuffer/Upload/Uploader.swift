@@ -8,7 +8,7 @@ import Foundation
 /// |---|---|
 /// | 2xx | delete the envelope; the attempt counter restarts |
 /// | network error, 3xx, 408, 5xx | keep it; back off `backoffBase × 2^(n-1)` + jitter; after `maxAttempts`, cool off, then again |
-/// | 429 | keep it; its categories wait out the rate limit |
+/// | 429 | delete it, uncounted (Relay counted it); its categories wait out the rate limit |
 /// | 400, 413, other 4xx | delete it, count its items as `send_error`, go on |
 /// | 401, 403 | stop; the buffer shuts down and removes every stored file |
 /// | 404 | stop; the buffer takes no new items; stored files stay |
@@ -268,11 +268,12 @@ final class Uploader: Sendable {
         defer { files.endUpload() }
         if closed.withLock({ $0 }) {
             // Closed meanwhile: the folder may be another buffer's by now, so no stop, no callbacks.
-            if case .success(let response) = outcome, (200..<300).contains(response.status) {
-                files.remove(url)
-            } else if let report {
-                reports.restore(report)
+            guard case .success(let response) = outcome, (200..<300).contains(response.status) || response.status == 429 else {
+                if let report { reports.restore(report) }
+                return set(.disabled)
             }
+            files.remove(url)
+            if response.status == 429, let report { reports.restore(report) }
             return set(.disabled)
         }
         let name = url.lastPathComponent
@@ -297,7 +298,12 @@ final class Uploader: Sendable {
                 // A 3xx: a redirect (a captive portal, say) the client did not follow, not an answer from Sentry.
                 retryLater(report)
             case 429:
+                // Final, as every answer is (the protocol): Relay counted its items as rate-limited, so it goes
+                // without a report of ours, and is not sent again once the limit ends, which would bill the
+                // next quota period for them. The counts it carried go with the next request.
                 restore(report)
+                files.remove(url)
+                onQueue.value.failures = 0
                 limits.holdAfter429(categories, retryAfter: response.headers["retry-after"], now: clock.now())
                 next()
             case 401, 403:

@@ -74,8 +74,9 @@ final class NetworkTests: XCTestCase {
     func testResumeNeverCutsARateLimitShort() throws {
         let server = try TestServer(script: TestServer.sequence([.respond(429, headers: ["Retry-After": "600"])]))
         defer { server.stop() }
-        let buffer = try buffer(server)
+        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
         buffer.add(log: .test("limited"))
+        buffer.add(log: .test("waits for the limit"))
         buffer.flush()
         eventually { if case .rateLimited = buffer.stats().upload { true } else { false } }
         buffer.resumeUploads()

@@ -573,19 +573,22 @@ final class UploadTests: XCTestCase {
                 : .respond(200)
         }
         defer { server.stop() }
-        let buffer = try buffer(server)
+        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
         buffer.add(log: .test("limited"))
+        buffer.add(log: .test("waits"))
         buffer.flush()
         eventually { if case .rateLimited = buffer.stats().upload { return true } else { return false } }
         buffer.add(span: .test("span", trace: TraceID(high: 1, low: 1)))
         buffer.flush()
         eventually { buffer.stats().stored["span"] == nil }
-        XCTAssertEqual(buffer.stats().stored["log"]?.envelopes, 1, "the log envelope waits in the folder")
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["waits"],
+                       "the answered envelope is gone (Relay counted it); the next log envelope waits in the folder")
         XCTAssertFalse(buffer.add(log: .test("dropped while limited")))
         XCTAssertTrue(buffer.add(span: .test("spans still go", trace: TraceID(high: 2, low: 2))))
         XCTAssertTrue(buffer.add(metric: .counter("metrics still go")))
         XCTAssertEqual(buffer.stats().drops["ratelimit_backoff/log_item"], 1)
-        XCTAssertNil(buffer.stats().drops["ratelimit_backoff/trace_metric"])
+        XCTAssertEqual(Set(buffer.stats().drops.keys), ["ratelimit_backoff/log_item", "ratelimit_backoff/log_byte"],
+                       "only the refused add: the answered envelope is not ours to count")
         let logRequests = server.requests.withLock { $0.filter { String(decoding: $0.body, as: UTF8.self).contains("\"type\":\"log\"") } }
         XCTAssertEqual(logRequests.count, 1, "not retried while limited")
         buffer.close()
@@ -600,12 +603,13 @@ final class UploadTests: XCTestCase {
                 : .respond(200)
         }
         defer { server.stop() }
-        let buffer = try buffer(server)
+        let buffer = try buffer(server) { $0.maxMetricsPerBatch = 1 }
         defer { buffer.close() }
         buffer.add(metric: .counter("limited"))
+        buffer.add(metric: .counter("waits"))
         buffer.flush()
         eventually { if case .rateLimited = buffer.stats().upload { return true } else { return false } }
-        XCTAssertEqual(buffer.stats().stored["trace_metric"]?.envelopes, 1, "the metrics envelope waits in the folder")
+        XCTAssertEqual(buffer.stats().stored["trace_metric"]?.envelopes, 1, "the next metrics envelope waits in the folder")
         XCTAssertFalse(buffer.add(metric: .counter("dropped while limited")))
         XCTAssertEqual(buffer.stats().drops["ratelimit_backoff/trace_metric"], 1)
         XCTAssertGreaterThan(buffer.stats().drops["ratelimit_backoff/trace_metric_byte"] ?? 0, 0)
@@ -643,19 +647,21 @@ final class UploadTests: XCTestCase {
         eventually { server.requests.withLock { $0.count } == 2 }
     }
 
-    /// A buffer on a clock moved by hand that has sent a log envelope to `server`: returned once `ready`
-    /// (by default, once the uploader waits for a rate limit). Its wake-ups (at start, when the envelope
-    /// was stored, `pacing` after the answer) run as they come, the clock moving a millisecond at a time.
+    /// A buffer on a clock moved by hand that has sent a log envelope to `server` (of `logs`, one per
+    /// envelope: by default a second waits behind it): returned once `ready` (by default, once the uploader
+    /// waits for a rate limit). Its wake-ups (at start, when the envelopes were stored, `pacing` after the
+    /// answer) run as they come, the clock moving a millisecond at a time.
     private func answeredBuffer(
-        _ server: TestServer, _ configure: (inout Options) -> Void = { _ in },
+        _ server: TestServer, logs: [String] = ["limited", "waits"], _ configure: (inout Options) -> Void = { _ in },
         ready: (TelemetryBuffer) -> Bool = { if case .rateLimited = $0.stats().upload { true } else { false } }
     ) throws -> (TelemetryBuffer, ManualClock) {
         let clock = ManualClock()
         let buffer = try buffer(server) {
             $0.clock = clock
+            $0.maxLogsPerBatch = 1
             configure(&$0)
         }
-        buffer.add(log: .test("limited"))
+        for log in logs { buffer.add(log: .test(log)) }
         buffer.flush()
         eventually {
             clock.advance(by: 0.001)
@@ -687,7 +693,7 @@ final class UploadTests: XCTestCase {
         clock.advance(by: 3600)
         buffer.waitForBackgroundWork()
         XCTAssertLessThanOrEqual(clock.pendingCount, 2, "the waits end within the hour")
-        XCTAssertEqual(stored(buffer), 1, "the log envelope still waits")
+        XCTAssertEqual(try logBodies(in: buffer.envelopesDirectory), ["waits"], "the next log envelope still waits")
     }
 
     /// On a clock moved by hand: a cool-off of two hours is waited out in full. Only rate-limit waits look
@@ -695,7 +701,7 @@ final class UploadTests: XCTestCase {
     func testACoolOffLongerThanAnHourIsWaitedOutInFull() throws {
         let server = try server(TestServer.sequence([.respond(503)]))
         defer { server.stop() }
-        let (buffer, clock) = try answeredBuffer(server, {
+        let (buffer, clock) = try answeredBuffer(server, logs: ["failed"], {
             $0.uploadOptions.maxAttempts = 1
             $0.uploadOptions.coolOff = 7200
         }, ready: { if case .coolingOff = $0.stats().upload { true } else { false } })
@@ -731,15 +737,18 @@ final class UploadTests: XCTestCase {
         clock.advance(by: 0.1)
         eventually { server.requests.withLock { $0.count } == 2 }
         eventually { stored(buffer) == 0 }
+        XCTAssertEqual(try bodies(server, [1]).flatMap(\.elements).compactMap { $0["body"] as? String }, ["waits"],
+                       "the answered envelope is not sent again")
         XCTAssertTrue(buffer.add(log: .test("accepted again")))
         XCTAssertTrue(buffer.add(metric: .counter("accepted again")))
     }
 
     /// A 429 whose `X-Sentry-Rate-Limits` limits none of the envelope's categories (here another
-    /// category; `log_byte`, a 0 s limit or garbage did the same): the envelope is kept, so its categories
-    /// wait as after a bare 429 (60 s) while others go on, instead of going again at the queue's pace of
-    /// 0.1 s, which sent it ten times a second for as long as the server answered so.
-    func testA429ThatLimitsNoneOfTheEnvelopesCategoriesStillHoldsIt() throws {
+    /// category; `log_byte`, a 0 s limit or garbage did the same): its categories wait as after a bare 429
+    /// (60 s) while others go on, instead of the next envelope of them going at the queue's pace of 0.1 s
+    /// (which, while the answered one was kept, sent it ten times a second for as long as the server
+    /// answered so).
+    func testA429ThatLimitsNoneOfTheEnvelopesCategoriesStillHoldsThem() throws {
         for header in ["60:transaction:key", "60:log_byte:organization", "0::organization", "garbage"] {
             let server = try server(TestServer.sequence([.respond(429, headers: ["X-Sentry-Rate-Limits": header])]))
             defer { server.stop() }
@@ -765,19 +774,25 @@ final class UploadTests: XCTestCase {
                 return stored(buffer) == 0
             }
             let logRequests = server.requests.withLock { $0.filter { String(decoding: $0.body, as: UTF8.self).contains("\"type\":\"log\"") } }
-            XCTAssertEqual(logRequests.count, 2, header)
+            XCTAssertEqual(try logRequests.map { try WalkedEnvelope($0.body).elements.compactMap { $0["body"] as? String } },
+                           [["limited"], ["waits"]], "\(header): the answered envelope is not sent again")
             buffer.close()
         }
     }
 
-    func testRetryAfterOnA429DelaysEverything() throws {
+    /// A 429 is final, as every answer is (the protocol): its envelope is deleted uncounted (Relay counted
+    /// its items as rate-limited; sent again, they would be billed twice), and the next waits out the
+    /// `Retry-After`. Before, the answered envelope was kept and sent again once the limit ended.
+    func testA429DeletesItsEnvelopeAndTheNextWaitsOutRetryAfter() throws {
         let server = try server(TestServer.sequence([.respond(429, headers: ["Retry-After": "0.05"])]))
         defer { server.stop() }
-        let buffer = try buffer(server)
+        let buffer = try buffer(server) { $0.maxLogsPerBatch = 1 }
+        buffer.add(log: .test("answered 429"))
         buffer.add(log: .test("after the limit"))
         buffer.flush()
-        eventually { stored(buffer) == 0 }
-        XCTAssertEqual(server.requests.withLock { $0.count }, 2)
+        eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
+        XCTAssertEqual(try bodies(server).map { $0.elements.compactMap { $0["body"] as? String } }, [["answered 429"], ["after the limit"]])
+        XCTAssertEqual(buffer.stats().drops, [:], "not counted: Relay did")
         buffer.close()
     }
 
