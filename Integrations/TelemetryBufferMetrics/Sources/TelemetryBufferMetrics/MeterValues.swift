@@ -14,7 +14,7 @@ final class MeterValues: @unchecked Sendable {
 
     /// A `Meter` of `series` was made.
     func retain(_ series: String) {
-        lock.withLock { self.series[series, default: (0, 0, .min)].meters += 1 }
+        lock.withLock { self.series[series, default: (0, 0, 0)].meters += 1 }
     }
 
     /// A `Meter` of `series` was destroyed: with the last one, its value goes.
@@ -28,18 +28,21 @@ final class MeterValues: @unchecked Sendable {
 
     /// Changes the value of `series` by `change`, and returns the new value with its timestamp: now, or a
     /// microsecond (what a trace metric's timestamp holds) after the series' last if that is not earlier,
-    /// in whole microseconds, so that the encoding keeps them apart.
+    /// in whole microseconds, so that the encoding keeps them apart. A clock set back by more than a second
+    /// is followed at once, rather than the series going on from a time that is now ahead of every other
+    /// item's.
     /// The values of a series so carry their order in their timestamps, however the threads that send them
     /// race to the buffer. A change that would make the value NaN or infinite is returned (the buffer
     /// drops and counts it) but not kept; so is any change of a series no `Meter` holds any more (one moved
     /// after its `destroy()`).
-    func move(_ series: String, _ change: (Double) -> Double) -> (value: Double, timestamp: Date) {
+    func move(_ series: String, now: () -> Date = Date.init, _ change: (Double) -> Double) -> (value: Double, timestamp: Date) {
         lock.withLock {
-            let now = Date()
+            let now = now()
             guard var entry = self.series[series] else { return (change(0), now) }
             let value = change(entry.value)
             if value.isFinite { entry.value = value }
-            entry.last = max(Int64((now.timeIntervalSince1970 * 1_000_000).rounded()), entry.last + 1)
+            let micros = Int64((now.timeIntervalSince1970 * 1_000_000).rounded())
+            entry.last = micros < entry.last - 1_000_000 ? micros : max(micros, entry.last + 1)
             self.series[series] = entry
             return (value, Date(timeIntervalSince1970: Double(entry.last) / 1_000_000))
         }

@@ -23,8 +23,10 @@ import TelemetryBuffer
 /// `withSpan`), else what `trace` returns, else `TraceID.process`. Each value is one `add(metric:)`:
 /// Sentry aggregates, and the factory keeps nothing but each meter series' current value (label and
 /// dimensions: every `Meter` of a series moves the same value, and its values carry their order in their
-/// timestamps, each later than the one before, whichever thread's reaches the buffer first; no lock is held
-/// while a value is sent, so a `beforeSendMetric` hook may move meters or wait for the app's locks; a series
+/// timestamps, each a microsecond or more after the one before; no lock is held while a value is sent, so
+/// a `beforeSendMetric` hook may move meters or wait for the app's locks, but values reached on two threads
+/// within one millisecond may reach the buffer, and so take their `sentry.timestamp.sequence`, in the other
+/// order (Sentry tells apart metrics of one millisecond by it); a series
 /// is its label and its dimensions in any order, a repeated key's last value; the
 /// value is forgotten when the last `Meter` of its series is destroyed). A counter's increment of 0 or less
 /// is not sent, and a meter's increment or decrement of 0 or less is ignored (illegal, as in swift-metrics'

@@ -2,7 +2,7 @@ import CoreMetrics
 import Foundation
 import Instrumentation
 import TelemetryBuffer
-import TelemetryBufferMetrics
+@testable import TelemetryBufferMetrics
 import XCTest
 
 /// The factory against a real buffer in a temporary folder; what it stored is read back from the envelope
@@ -212,6 +212,21 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
         box.withLock { $0 = TelemetryBufferMetricsFactory(buffer: buffer) }
         Counter(label: "orders", factory: box.withLock { $0 }!).increment()
         XCTAssertEqual(try storedMetrics().map(summary).sorted(), ["orders counter 1", "seen counter 1"])
+    }
+
+    /// A series' timestamps: each a microsecond after the last when the clock has not moved on, and the
+    /// clock's again once it is set back by more than a second (before, the series went on from its last
+    /// time, ahead of every other item's until the clock caught up).
+    func testASeriesTimestampsGoOnAndFollowAClockSetBack() {
+        let values = MeterValues()
+        values.retain("s")
+        let start = Date(timeIntervalSince1970: 1_767_261_600)
+        func moved(at time: Date) -> Double { values.move("s", now: { time }) { $0 + 1 }.timestamp.timeIntervalSince1970 }
+        XCTAssertEqual(moved(at: start), start.timeIntervalSince1970)
+        XCTAssertEqual(moved(at: start), start.timeIntervalSince1970 + 0.000_001, accuracy: 1e-7)
+        XCTAssertEqual(moved(at: start.addingTimeInterval(-0.5)), start.timeIntervalSince1970 + 0.000_002, accuracy: 1e-7,
+                       "half a second back: a jitter, the series goes on")
+        XCTAssertEqual(moved(at: start.addingTimeInterval(-3600)), start.timeIntervalSince1970 - 3600, "an hour back: followed")
     }
 
     /// A hook that waits for a lock of the app's while another thread, holding that lock, moves a meter of
