@@ -101,7 +101,7 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
             return state
         }
         guard let ended, span.sampled == true else { return }
-        var attributes = Self.attributes(ended.attributes)
+        var attributes = Self.attributes(ended.attributes, kind: kind)
         attributes["sentry.op"] = nil
         // Not a span ended while sending one that was ended while sending (`beforeSendSpan` tracing its own work).
         SendingDepth.enter {
@@ -138,29 +138,39 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
     }
 
     /// swift-distributed-tracing's attributes as the buffer's, under the registry's keys and types
-    /// (`AttributeNames`: `db.system` goes as `db.system.name`, unless that is set too; of several older
-    /// keys for one registry key, such as `net.host.port` and `net.peer.port` for `server.port`, the first
-    /// in alphabetical order, whatever order the attributes iterate in; `net.sock.family` as `network.type`
-    /// or `network.transport`; a recorded header's single value as an array of one).
-    static func attributes(_ attributes: SpanAttributes) -> Attributes {
+    /// (`AttributeNames`: `db.system` goes as `db.system.name`, unless that is set too; `net.sock.family`
+    /// as `network.type` or `network.transport`, unless those are set or renamed to; a recorded header's
+    /// single value as an array of one). Of several older keys for one registry key, whatever order the
+    /// attributes iterate in, the one that names the server's side goes (`net.peer.*` on a `client` or
+    /// `producer` span, whose peer is the server; `net.host.*` on others), else the first in alphabetical
+    /// order (`http.host` before `http.server_name`).
+    static func attributes(_ attributes: SpanAttributes, kind: SpanKind = .internal) -> Attributes {
         var converted = Attributes()
-        // The older key each registry key was taken from.
+        // The older key each registry key was taken from, and which of two goes.
         var renamedFrom: [String: String] = [:]
+        let serverSide = kind == .client || kind == .producer ? "net.peer." : "net.host."
+        func precedes(_ key: String, _ other: String) -> Bool {
+            let (first, second) = (key.hasPrefix(serverSide), other.hasPrefix(serverSide))
+            return first != second ? first : key < other
+        }
         attributes.forEach { key, attribute in
             var key = key
             // `net.sock.family` (`inet`, `inet6`, `unix`) is split by the registry into a network type and transport.
             if key == "net.sock.family", case .string(let family) = attribute {
-                switch family {
-                case "inet": converted["network.type"] = .string("ipv4")
-                case "inet6": converted["network.type"] = .string("ipv6")
-                case "unix": converted["network.transport"] = .string("unix")
-                default: break
+                let (target, value) = switch family {
+                case "inet": ("network.type", "ipv4")
+                case "inet6": ("network.type", "ipv6")
+                case "unix": ("network.transport", "unix")
+                default: ("", "")
                 }
+                // Not over the key itself, nor over an older key's renamed to it (that one replaces this, if later).
+                guard !target.isEmpty, attributes[target] == nil, renamedFrom[target] == nil else { return }
+                converted[target] = .string(value)
                 return
             }
             if let replacement = AttributeNames.replacements[key] {
                 // An older key goes under the registry's, unless that is set too: then it is not sent.
-                guard attributes[replacement] == nil, renamedFrom[replacement].map({ key < $0 }) ?? true else { return }
+                guard attributes[replacement] == nil, renamedFrom[replacement].map({ precedes(key, $0) }) ?? true else { return }
                 renamedFrom[replacement] = key
                 key = replacement
             }
