@@ -908,7 +908,7 @@ final class UploadTests: XCTestCase {
     /// envelope, so that answer is no delivery either. Before, the path compared without its slash and
     /// query, the empty request's 200 deleted the envelope as delivered: lost, and nothing counted.
     func testARedirectToTheSamePathSpelledOtherwiseIsNoDelivery() throws {
-        for location in ["/api/42/envelope", "/api/42/envelope/?moved=1"] {
+        for location in ["/api/42/envelope", "/api/42/envelope/?moved=1", "/api/42/envelope/", "/api/42/./envelope/"] {
             let server = try server { _, index in
                 index == 0 ? .respond(308, headers: ["Location": location]) : .respond(200)
             }
