@@ -42,6 +42,9 @@ struct ForwardingOutbox: Outbox {
     let maxBytes: Int
     let reports: ClientReportRecorder
     let diagnostics: Diagnostics
+    /// The eviction rank of each staged file ranked so far, with its size then: a file is read once while
+    /// it waits, not at every refused forward (up to `maxBytes` of them each time).
+    private let ranked = Locked<[String: (bytes: Int, rank: (rank: Int, counts: [(DataCategory, Int)]?)?)]>([:])
 
     func adopt(_ paths: [String]) throws {
         for (position, path) in paths.enumerated() {
@@ -84,7 +87,15 @@ struct ForwardingOutbox: Outbox {
         var bytes = envelopes.reduce(0) { $0 + $1.bytes }
         func over() -> Bool { count > maxEnvelopes || (bytes > maxBytes && count > 1) }
         guard over() else { return }
-        let ranked = envelopes.map { EvictionRank.of(file: $0.path, limit: Self.maxStagedBytes) }
+        let ranked = self.ranked.withLock { known in
+            // Only what waits now is kept; a file of another size under a known name is read again.
+            known = Dictionary(uniqueKeysWithValues: envelopes.map { envelope in
+                let rank = known[envelope.path].flatMap { $0.bytes == envelope.bytes ? $0.rank : nil }
+                    ?? EvictionRank.of(file: envelope.path, limit: Self.maxStagedBytes)
+                return (envelope.path, (envelope.bytes, rank))
+            })
+            return envelopes.map { known[$0.path]!.rank }
+        }
         let order = envelopes.indices.sorted { (ranked[$0]?.rank ?? 0, $0) < (ranked[$1]?.rank ?? 0, $1) }
         for index in order where over() {
             let (path, listed) = envelopes[index]
