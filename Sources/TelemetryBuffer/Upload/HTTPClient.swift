@@ -76,11 +76,7 @@ extension TelemetryBuffer {
             configuration.timeoutIntervalForRequest = timeout
             configuration.timeoutIntervalForResource = timeout
             configuration.httpCookieStorage = nil
-            #if canImport(Darwin)
             session = URLSession(configuration: configuration, delegate: RefusingRedirects(), delegateQueue: nil)
-            #else
-            session = URLSession(configuration: configuration)
-            #endif
         }
 
         deinit { session.finishTasksAndInvalidate() }
@@ -96,11 +92,9 @@ extension TelemetryBuffer {
                 guard let http = response as? HTTPURLResponse else {
                     return completion(.failure(URLError(.badServerResponse)))
                 }
-                // A redirect was followed (a captive portal's 302, an http → https move): FoundationNetworking
-                // sends it without the envelope, so this is no answer from Sentry but a network error, tried
-                // again later. (Refusing it takes a session delegate, with which FoundationNetworking stopped
-                // sending after a 429; Apple's URLSession, which would send the envelope and its auth header to
-                // the new address, refuses it so: the 3xx is the answer.)
+                // The session refuses redirects, so the 3xx is the answer. Should a system follow one anyway (a
+                // captive portal's 302 to its login page), the answer from elsewhere is no answer from Sentry
+                // but a network error, tried again later.
                 if let answered = http.url, !Redirected.sameEndpoint(answered, request.url) {
                     return completion(.failure(Redirected(to: answered)))
                 }
@@ -117,10 +111,11 @@ extension TelemetryBuffer {
     }
 }
 
-#if canImport(Darwin)
 /// Refuses every redirect, so that a request's answer is the one of the envelope endpoint (a 3xx, tried
-/// again later): followed, a 307 or 308 sends the envelope, with its auth header, to the new address, and
-/// its answer there looked like no delivery, so the envelope went again and again.
+/// again later), and the auth header goes nowhere else. Followed, Apple's URLSession sends a 307's or
+/// 308's envelope to the new address, whose answer looked like no delivery, so the envelope went again and
+/// again; FoundationNetworking sends none (a GET for a 302, an empty POST for a 307 or 308), and the
+/// endpoint's answer to that, when the redirect led back to it, looked like a delivery: the envelope lost.
 private final class RefusingRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
     // @unchecked: no state.
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
@@ -128,7 +123,6 @@ private final class RefusingRedirects: NSObject, URLSessionTaskDelegate, @unchec
         completionHandler(nil)
     }
 }
-#endif
 
 /// The default client's request ended at another address than it was sent to.
 struct Redirected: Error, CustomStringConvertible {

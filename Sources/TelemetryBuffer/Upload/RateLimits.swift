@@ -89,8 +89,9 @@ final class RateLimits: @unchecked Sendable {
 
     /// After a 429 that limits none of the envelope's `categories` (its header names only others, or
     /// 0 s): they wait as after a bare 429 (`Retry-After`, else 60 s), at least a second; other categories
-    /// go on (a client report's `all` counts only in an envelope of nothing else). The uploader keeps such
-    /// an envelope, which would otherwise go again at once, and again.
+    /// go on (a client report's `all` counts only in an envelope of nothing else). The envelope is gone (a
+    /// 429 is final); the hold keeps the next envelopes of its categories from going at the queue's pace
+    /// into the same answer.
     func holdAfter429(_ categories: [Category], retryAfter: String?, now: Date = Date()) {
         guard !categories.contains(where: { limitedUntil($0, now: now) != nil }) else { return }
         let own = Set(categories.filter { $0 != .all })

@@ -157,8 +157,8 @@ final class Uploader: Sendable {
     func stop() { closed.withLock { $0 = true } }
 
     /// Stops like `stop()` and waits at most `requestWait` seconds for a request under way. If its response
-    /// comes later, only its file is removed (acknowledged) or kept (for the next start, which may send it
-    /// again: at least once); nothing else is done for a closed buffer.
+    /// comes later, only its file is removed (acknowledged, or answered 429) or kept (for the next start,
+    /// which may send it again: at least once); nothing else is done for a closed buffer.
     func close(requestWait: Double = 2) {
         stop()
         let deadline = DispatchTime.now() + requestWait
