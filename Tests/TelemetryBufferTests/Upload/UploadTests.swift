@@ -780,6 +780,22 @@ final class UploadTests: XCTestCase {
         }
     }
 
+    /// An answer that comes after `close()` (which waits 2 s for it) still removes an envelope it settles:
+    /// a delivered one, and one answered 429, which is never sent again.
+    func testALateAnswerAfterCloseRemovesAnEnvelopeItSettles() throws {
+        for status in [200, 429] {
+            let server = try server(TestServer.sequence([.respond(status, after: 3)]))
+            defer { server.stop() }
+            let buffer = try buffer(server)
+            buffer.add(log: .test("answered late"))
+            buffer.flush()
+            eventually { server.requests.withLock { $0.count } == 1 }
+            buffer.close()
+            let folder = buffer.envelopesDirectory.path
+            eventually { (try? FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".envelope") })?.isEmpty == true }
+        }
+    }
+
     /// A 429 is final, as every answer is (the protocol): its envelope is deleted uncounted (Relay counted
     /// its items as rate-limited; sent again, they would be billed twice), and the next waits out the
     /// `Retry-After`. Before, the answered envelope was kept and sent again once the limit ended.
