@@ -57,6 +57,7 @@ extension TelemetryBuffer {
     /// The default client: URLSession (FoundationNetworking on Linux), no cookies, no caching.
     public final class URLSessionHTTPClient: HTTPClient {
         private let session: URLSession
+        private let delegate = SessionDelegate()
 
         /// A client with an ephemeral session whose requests may take at most `timeout` seconds. With
         /// `unmeteredOnly`, on Apple platforms the session itself refuses expensive (cellular,
@@ -73,24 +74,35 @@ extension TelemetryBuffer {
             configuration.httpShouldSetCookies = false
             configuration.urlCache = nil
             // FoundationNetworking does not let a request's own timeout undercut the session's.
-            configuration.timeoutIntervalForRequest = timeout
-            configuration.timeoutIntervalForResource = timeout
+            configuration.timeoutIntervalForRequest = Self.systemTimeout(timeout)
+            configuration.timeoutIntervalForResource = Self.systemTimeout(timeout)
             configuration.httpCookieStorage = nil
-            session = URLSession(configuration: configuration, delegate: RefusingRedirects(), delegateQueue: nil)
+            session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         }
 
         deinit { session.finishTasksAndInvalidate() }
 
+        /// The timeout to give URLSession: FoundationNetworking counts whole seconds, and timed out at once
+        /// a request given less than one; it gets the timeout rounded up, and `send` cancels the request at
+        /// the exact time.
+        private static func systemTimeout(_ seconds: Double) -> Double {
+            #if canImport(FoundationNetworking)
+            seconds.rounded(.up)
+            #else
+            seconds
+            #endif
+        }
+
         /// Sends the request with URLSession.
         public func send(_ request: HTTPRequest, completion: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void) {
-            var urlRequest = URLRequest(url: request.url, timeoutInterval: request.timeout)
+            var urlRequest = URLRequest(url: request.url, timeoutInterval: Self.systemTimeout(request.timeout))
             urlRequest.httpMethod = "POST"
             for header in request.headers { urlRequest.setValue(header.value, forHTTPHeaderField: header.name) }
             urlRequest.httpBody = Data(request.body)
-            let task = session.dataTask(with: urlRequest) { _, response, error in
-                if let error { return completion(.failure(error)) }
+            let task = session.dataTask(with: urlRequest)
+            delegate.expect(task) { response, error in
                 guard let http = response as? HTTPURLResponse else {
-                    return completion(.failure(URLError(.badServerResponse)))
+                    return completion(.failure(error ?? URLError(.badServerResponse)))
                 }
                 // The session refuses redirects, so the 3xx is the answer. Should a system follow one anyway (a
                 // captive portal's 302 to its login page), the answer from elsewhere is no answer from Sentry
@@ -103,24 +115,56 @@ extension TelemetryBuffer {
                 completion(.success(HTTPResponse(status: http.statusCode, headers: headers)))
             }
             task.resume()
-            // The whole request within its timeout: FoundationNetworking restarts the timeout at every byte
-            // it receives and enforces no overall one, so a server dripping its answer held the request for
+            // The whole request within its exact timeout: FoundationNetworking restarts the timeout at every
+            // byte it receives and enforces no overall one, so a server dripping its head held the request for
             // as long as it dripped. (Cancelling a finished task does nothing.)
             DispatchQueue.global().asyncAfter(deadline: .now() + request.timeout) { [weak task] in task?.cancel() }
         }
     }
 }
 
-/// Refuses every redirect, so that a request's answer is the one of the envelope endpoint (a 3xx, tried
-/// again later), and the auth header goes nowhere else. Followed, Apple's URLSession sends a 307's or
-/// 308's envelope to the new address, whose answer looked like no delivery, so the envelope went again and
-/// again; FoundationNetworking sends none (a GET for a 302, an empty POST for a 307 or 308), and the
-/// endpoint's answer to that, when the redirect led back to it, looked like a delivery: the envelope lost.
-private final class RefusingRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    // @unchecked: no state.
+/// The default client's session delegate: it refuses every redirect, and ends each request at its
+/// response's head, the status and headers being all the uploader reads.
+///
+/// Redirects: so that a request's answer is the one of the envelope endpoint (a 3xx, tried again later),
+/// and the auth header goes nowhere else. Followed, Apple's URLSession sends a 307's or 308's envelope to
+/// the new address, whose answer looked like no delivery, so the envelope went again and again;
+/// FoundationNetworking sends none (a GET for a 302, an empty POST for a 307 or 308), and the endpoint's
+/// answer to that, when the redirect led back to it, looked like a delivery: the envelope lost.
+///
+/// The head: the server has answered once it sent its status (Relay's comes after it took the envelope).
+/// Waiting for the body too, a 200 whose body stalled timed out as a network error, and the envelope went
+/// again: twice delivered; and a body that never ended filled memory until the timeout.
+private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // @unchecked: `handlers` is touched only under `lock`.
+    private let lock = NSLock()
+    /// What to call with each task's response or error, by task identifier, until it is called once.
+    private var handlers: [Int: @Sendable (URLResponse?, (any Error)?) -> Void] = [:]
+
+    /// Calls `handler` once for `task`: with its response's head, or with the error that ended it first.
+    func expect(_ task: URLSessionTask, _ handler: @escaping @Sendable (URLResponse?, (any Error)?) -> Void) {
+        lock.withLock { handlers[task.taskIdentifier] = handler }
+    }
+
+    private func take(_ task: URLSessionTask) -> (@Sendable (URLResponse?, (any Error)?) -> Void)? {
+        lock.withLock { handlers.removeValue(forKey: task.taskIdentifier) }
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
         completionHandler(nil)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        let handler = take(dataTask)
+        completionHandler(.cancel)
+        handler?(response, nil)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        // A refused redirect completes without an error, its 3xx as the response.
+        take(task)?(task.response, error)
     }
 }
 
