@@ -123,8 +123,9 @@ extension TelemetryBuffer {
     }
 }
 
-/// The default client's session delegate: it refuses every redirect, and ends each request at its
-/// response's head, the status and headers being all the uploader reads.
+/// The default client's session delegate: it refuses every redirect, and answers each request at its
+/// response's head, the status and headers being all the uploader reads; the body is let through unread
+/// (a connection that reads it to its end stays open for the next request), until the timeout at most.
 ///
 /// Redirects: so that a request's answer is the one of the envelope endpoint (a 3xx, tried again later),
 /// and the auth header goes nowhere else. Followed, Apple's URLSession sends a 307's or 308's envelope to
@@ -158,9 +159,12 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
                     completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
         let handler = take(dataTask)
-        completionHandler(.cancel)
+        completionHandler(.allow)
         handler?(response, nil)
     }
+
+    /// The body, dropped as it comes.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         // A refused redirect completes without an error, its 3xx as the response.
