@@ -83,8 +83,7 @@ extension TelemetryBuffer {
         deinit { session.finishTasksAndInvalidate() }
 
         /// The timeout to give URLSession: FoundationNetworking counts whole seconds, and timed out at once
-        /// a request given less than one; it gets the timeout rounded up, and `send` cancels the request at
-        /// the exact time.
+        /// a request given less than one; it gets the timeout rounded up (see `send` for the exact one).
         private static func systemTimeout(_ seconds: Double) -> Double {
             #if canImport(FoundationNetworking)
             seconds.rounded(.up)
@@ -115,10 +114,19 @@ extension TelemetryBuffer {
                 completion(.success(HTTPResponse(status: http.statusCode, headers: headers)))
             }
             task.resume()
-            // The whole request within its exact timeout: FoundationNetworking restarts the timeout at every
-            // byte it receives and enforces no overall one, so a server dripping its head held the request for
-            // as long as it dripped. (Cancelling a finished task does nothing.)
-            DispatchQueue.global().asyncAfter(deadline: .now() + request.timeout) { [weak task] in task?.cancel() }
+            // The whole request within its exact timeout: FoundationNetworking restarts its timeout at every
+            // byte it receives and enforces no overall one, so a server dripping its body held the request for
+            // as long as it dripped. (Cancelling a finished task does nothing.) There, only once the head was
+            // answered: a cancel that meets a redirect while it waits for the delegate's decision traps
+            // (`didCompleteRedirectCallback`), so before the head its own timeout, which allows for that,
+            // ends the request.
+            DispatchQueue.global().asyncAfter(deadline: .now() + request.timeout) { [weak task, delegate] in
+                guard let task else { return }
+                #if canImport(FoundationNetworking)
+                guard delegate.hasAnswered(task) else { return }
+                #endif
+                task.cancel()
+            }
         }
     }
 }
@@ -145,6 +153,11 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
     /// Calls `handler` once for `task`: with its response's head, or with the error that ended it first.
     func expect(_ task: URLSessionTask, _ handler: @escaping @Sendable (URLResponse?, (any Error)?) -> Void) {
         lock.withLock { handlers[task.taskIdentifier] = handler }
+    }
+
+    /// Whether `task`'s handler was called (its head arrived, or it ended).
+    func hasAnswered(_ task: URLSessionTask) -> Bool {
+        lock.withLock { handlers[task.taskIdentifier] == nil }
     }
 
     private func take(_ task: URLSessionTask) -> (@Sendable (URLResponse?, (any Error)?) -> Void)? {
