@@ -180,7 +180,8 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecke
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        // A refused redirect completes without an error, its 3xx as the response.
+        // Ended before a head was delivered: an error, or (on some systems) a refused redirect, whose 3xx
+        // is then the task's response.
         take(task)?(task.response, error)
     }
 }
