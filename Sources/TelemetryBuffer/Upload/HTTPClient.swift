@@ -14,7 +14,7 @@ extension TelemetryBuffer {
         public var headers: [(name: String, value: String)]
         /// The body: the envelope as sent.
         public var body: [UInt8]
-        /// Seconds the request may take.
+        /// Seconds the request may take until its answer's head (see ``UploadOptions/requestTimeout``).
         public var timeout: Double
     }
 }
@@ -54,12 +54,16 @@ extension TelemetryBuffer {
 }
 
 extension TelemetryBuffer {
-    /// The default client: URLSession (FoundationNetworking on Linux), no cookies, no caching.
+    /// The default client: URLSession (FoundationNetworking on Linux), no cookies, no caching. It follows no
+    /// redirect on any platform (the 3xx is the answer), and answers each request at its response's head,
+    /// dropping the body as it comes.
     public final class URLSessionHTTPClient: HTTPClient {
         private let session: URLSession
         private let delegate = SessionDelegate()
 
-        /// A client with an ephemeral session whose requests may take at most `timeout` seconds. With
+        /// A client with an ephemeral session. Each request is cancelled at its own `timeout` (see
+        /// ``UploadOptions/requestTimeout``); `timeout` is the session's (on Linux, before a response's head,
+        /// FoundationNetworking's only one: whole seconds, rounded up, restarted by every byte). With
         /// `unmeteredOnly`, on Apple platforms the session itself refuses expensive (cellular,
         /// hotspot) and constrained (Low Data Mode) networks: a request there fails as a network error and goes again
         /// later. Where the system reports no network path (watchOS), that is what keeps uploads off them.

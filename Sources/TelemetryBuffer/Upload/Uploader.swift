@@ -283,7 +283,7 @@ final class Uploader: Sendable {
             diagnostics.log(error is Redirected ? .warning : .info, "upload: \(name) → network error: \(error)")
             retryLater(report)
         case .success(let response):
-            // A redirect the client did not follow is worth a warning too (Apple's default client refuses them);
+            // A redirect the client did not follow is worth a warning too (the default client refuses them);
             // a 413 an error, as the protocol asks: the envelope was too large for the server, and is lost.
             let level: Diagnostic.Level = response.status == 413 ? .error : (300..<400).contains(response.status) ? .warning : .info
             diagnostics.log(level, "upload: \(name) → \(response.status)")

@@ -58,9 +58,9 @@ public struct TelemetryBufferLogHandler: LogHandler {
     }
 
     /// Sends one message as a log (swift-log calls it only at or above `logLevel`). An error given with the
-    /// message becomes `exception.type` and `exception.message`. A message logged while one is sent on the
-    /// same thread (from `beforeSendLog`, the metadata provider or `trace`) is sent too; one logged while
-    /// sending that is not: it would recur without end.
+    /// message becomes `exception.type` and `exception.message`. An item of the integrations (log, metric or
+    /// span) made while one is sent on the same thread (from `beforeSendLog`, the metadata provider or
+    /// `trace`) is sent too; one made while sending that is dropped, uncounted: it would recur without end.
     public func log(event: LogEvent) {
         SendingDepth.enter { send(event) }
     }

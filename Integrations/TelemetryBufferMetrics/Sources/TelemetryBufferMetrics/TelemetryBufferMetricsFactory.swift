@@ -23,7 +23,8 @@ import TelemetryBuffer
 /// `withSpan`), else what `trace` returns, else `TraceID.process`. Each value is one `add(metric:)`:
 /// Sentry aggregates, and the factory keeps nothing but each meter series' current value (label and
 /// dimensions: every `Meter` of a series moves the same value, and its values carry their order in their
-/// timestamps, each a microsecond or more after the one before; no lock is held while a value is sent, so
+/// timestamps, each a microsecond or more after the one before (unless the clock was set back by more than
+/// a second: then from the new time); no lock is held while a value is sent, so
 /// a `beforeSendMetric` hook may move meters or wait for the app's locks, but values reached on two threads
 /// within one millisecond may reach the buffer, and so take their `sentry.timestamp.sequence`, in the other
 /// order (Sentry tells apart metrics of one millisecond by it); a series
@@ -32,8 +33,10 @@ import TelemetryBuffer
 /// is not sent, and a meter's increment or decrement of 0 or less is ignored (illegal, as in swift-metrics'
 /// own meter); `reset()` sends nothing (a counter's values are increments). A value or amount that is NaN
 /// or infinite is dropped and counted by the buffer as `invalid` (a meter keeps the value it had). A
-/// timer's unit is its own: give every `Timer` of a name the same preferred display unit. Recording never
-/// waits on disk I/O.
+/// timer's unit is its own: give every `Timer` of a name the same preferred display unit. A value recorded
+/// while one is sent on the same thread (from `beforeSendMetric` or `trace`) is sent; one recorded while
+/// that is sent is dropped, uncounted (a meter still keeps the value it reached). Recording never waits on
+/// disk I/O.
 public struct TelemetryBufferMetricsFactory: MetricsFactory {
     /// The buffer the metrics go to.
     public let buffer: TelemetryBuffer

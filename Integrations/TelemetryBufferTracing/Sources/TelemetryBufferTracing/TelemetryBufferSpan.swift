@@ -4,7 +4,8 @@ import TelemetryBufferContext
 import Tracing
 
 /// A span of `TelemetryBufferTracer`: recorded while it runs, added to the buffer as a span v2 item when it
-/// ends (once; only if its trace is sampled).
+/// ends (once; only if its trace is sampled; not if it ends while sending an item that was itself made
+/// while sending one: `SendingDepth`, dropped uncounted).
 ///
 /// Its kind and attributes give `sentry.op`: the attribute `sentry.op` if set, else `db` for a span with
 /// `db.system.name` (or the older `db.system`), else by kind (`server` → `http.server`, `client` → `http.client`, `producer` →
@@ -12,7 +13,10 @@ import Tracing
 /// status makes its status `error`; a recorded error adds `exception.type` and `exception.message`. Links
 /// to spans of this tracer become span v2 links. Events have no place in span v2 and are not sent.
 /// Attributes go under the keys of Sentry's conventions registry: older OpenTelemetry keys that it
-/// replaced (`http.method`, `db.statement`, `net.peer.name`…) are renamed (see `AttributeNames`).
+/// replaced (`http.method`, `db.statement`, `net.peer.name`…) are renamed (see `AttributeNames`), unless
+/// the registry's key is set too; of several older keys for one registry key, the server's side goes
+/// (`net.host.*` on server spans, `net.peer.*` on others, whose peer is the server or broker), else the
+/// first alphabetically.
 public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
     // @unchecked: `state` is touched only under `lock`; the rest never changes.
     private struct State {
@@ -141,14 +145,14 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
     /// (`AttributeNames`: `db.system` goes as `db.system.name`, unless that is set too; `net.sock.family`
     /// as `network.type` or `network.transport`, unless those are set or renamed to; a recorded header's
     /// single value as an array of one). Of several older keys for one registry key, whatever order the
-    /// attributes iterate in, the one that names the server's side goes (`net.peer.*` on a `client` or
-    /// `producer` span, whose peer is the server; `net.host.*` on others), else the first in alphabetical
-    /// order (`http.host` before `http.server_name`).
+    /// attributes iterate in, the one that names the server's side goes (`net.host.*` on a `server` span;
+    /// `net.peer.*` on others: a client's peer is the server, a producer's or consumer's the broker), else
+    /// the first in alphabetical order (`http.host` before `http.server_name`).
     static func attributes(_ attributes: SpanAttributes, kind: SpanKind = .internal) -> Attributes {
         var converted = Attributes()
         // The older key each registry key was taken from, and which of two goes.
         var renamedFrom: [String: String] = [:]
-        let serverSide = kind == .client || kind == .producer ? "net.peer." : "net.host."
+        let serverSide = kind == .server ? "net.host." : "net.peer."
         func precedes(_ key: String, _ other: String) -> Bool {
             let (first, second) = (key.hasPrefix(serverSide), other.hasPrefix(serverSide))
             return first != second ? first : key < other

@@ -21,7 +21,8 @@ enum TraceHeaders {
     }
 
     /// The most members and bytes W3C baggage asks a platform to pass on, and the most this tracer reads
-    /// or writes: whole members only, those that fit in order.
+    /// (of the `sentry-` members, and of the others) or writes (in all): whole members only, those that
+    /// fit in order.
     static let maxBaggageMembers = 64, maxBaggageBytes = 8192
 
     /// The DSC as `sentry-` members, then the foreign members as they came, as many as fit W3C's limits;

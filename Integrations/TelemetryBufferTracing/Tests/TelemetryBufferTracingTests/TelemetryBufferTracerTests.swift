@@ -519,14 +519,15 @@ final class TelemetryBufferTracerTests: XCTestCase {
     }
 
     /// Of several older keys for one registry key, whatever order the attributes iterate in, the one that
-    /// names the server's side goes (`net.host.*` on a server span, `net.peer.*` on a client span), else the
+    /// names the server's side goes (`net.host.*` on a server span, `net.peer.*` on a client or consumer
+    /// span, whose peer is the server or the broker), else the
     /// first in alphabetical order; `net.sock.family` gives way to `net.transport`. Before, the last
     /// iterated won, and that order changes with each process's hash seed: one span sent `server.port`
     /// 8080 in one process and 54321 in the next. (Several groups at once: on the code before, all came out
     /// so by chance in about one process of a hundred.)
     func testOfSeveralOlderKeysForOneRegistryKeyTheServersSideThenTheFirstInAlphabeticalOrderGoes() throws {
         let tracer = tracer()
-        for kind in [SpanKind.server, .client] {
+        for kind in [SpanKind.server, .client, .consumer] {
             tracer.withSpan("legacy \(kind)", ofKind: kind) { span in
                 span.attributes["net.peer.port"] = 54321
                 span.attributes["net.host.port"] = 8080
@@ -544,12 +545,15 @@ final class TelemetryBufferTracerTests: XCTestCase {
             }
         }
         let spans = try storedSpans()
-        let server = try XCTUnwrap(spans["legacy server"]?.span), client = try XCTUnwrap(spans["legacy client"]?.span)
+        let server = try XCTUnwrap(spans["legacy server"]?.span)
         XCTAssertEqual(attribute(server, "server.port") as? Int, 8080)
         XCTAssertEqual(attribute(server, "server.address") as? String, "host.local")
-        XCTAssertEqual(attribute(client, "server.port") as? Int, 54321)
-        XCTAssertEqual(attribute(client, "server.address") as? String, "peer.local")
-        for span in [server, client] {
+        let peers = [try XCTUnwrap(spans["legacy client"]?.span), try XCTUnwrap(spans["legacy consumer"]?.span)]
+        for span in peers {
+            XCTAssertEqual(attribute(span, "server.port") as? Int, 54321, "the peer is the server, or the broker")
+            XCTAssertEqual(attribute(span, "server.address") as? String, "peer.local")
+        }
+        for span in [server] + peers {
             XCTAssertEqual(attribute(span, "url.full") as? String, "https://a/x")
             XCTAssertEqual(attribute(span, "network.protocol.version") as? String, "2")
             XCTAssertEqual(attribute(span, "network.transport") as? String, "pipe")
