@@ -109,17 +109,15 @@ final class CallbackTests: XCTestCase {
     }
 
     /// A transport that keeps throwing: what it refused stays staged, offered again first, but no more than
-    /// `maxCachedEnvelopes` (or `maxCacheBytes`) of it: beyond, the oldest go, counted as `cache_overflow`.
+    /// `maxCachedEnvelopes` (or `maxCacheBytes`) of it: beyond, the least important go (here, all of one
+    /// level, the oldest), counted as `cache_overflow`.
     /// A file under a staged name that the buffer leaves alone (larger than any it stages) is neither
     /// deleted nor counted, nor does it count toward the bounds. A later buffer whose transport takes
     /// envelopes gets the newest, in order. Before, every refused envelope stayed: the folder grew with
     /// every forward.
     func testATransportThatKeepsThrowingLeavesNoMoreStagedThanTheCacheBounds() throws {
-        struct Refusing: Transport {
-            func send(_ envelope: Envelope) throws { throw POSIXError(.EIO) }
-        }
         var options = testOptions(directory) { $0.maxCachedEnvelopes = 3; $0.maxLogsPerBatch = 1 }
-        options.transport = Refusing()
+        options.transport = RefusingTransport()
         let first = try TelemetryBuffer(options: options)
         for index in 0..<8 {
             XCTAssertTrue(first.add(log: .test("log \(index)")))
@@ -151,11 +149,8 @@ final class CallbackTests: XCTestCase {
     /// highest log level first, the oldest of those. Before, the oldest went, a `fatal` log before newer
     /// `trace` ones.
     func testARefusedEnvelopeIsEvictedByLevelAsTheDefaultTransportDoes() throws {
-        struct Refusing: Transport {
-            func send(_ envelope: Envelope) throws { throw POSIXError(.EIO) }
-        }
         var options = testOptions(directory) { $0.maxCachedEnvelopes = 2; $0.maxLogsPerBatch = 1 }
-        options.transport = Refusing()
+        options.transport = RefusingTransport()
         let first = try TelemetryBuffer(options: options)
         for (body, level) in [("fatal", Log.Level.fatal), ("trace 1", .trace), ("trace 2", .trace)] {
             XCTAssertTrue(first.add(log: Log(level: level, body: body, traceID: TraceID(high: 1, low: 2))))
@@ -177,10 +172,7 @@ final class CallbackTests: XCTestCase {
     /// staged: recovery is done by then (it waited for the hand-over, and a `send` on the queue that waited
     /// for it would never return).
     func testATransportMayReadRecoveryWhileTakingRecoveredEnvelopes() throws {
-        struct Refusing: Transport {
-            func send(_ envelope: Envelope) throws { throw POSIXError(.EIO) }
-        }
-        let first = try TelemetryBuffer(options: testOptions(directory) { $0.transport = Refusing() })
+        let first = try TelemetryBuffer(options: testOptions(directory) { $0.transport = RefusingTransport() })
         first.add(log: .test("staged, never taken"))
         first.close()
 
@@ -207,6 +199,11 @@ final class CallbackTests: XCTestCase {
         XCTAssertEqual(transport.readable.withLock { $0 }, [true], "one recovered envelope; recovery readable while it was taken")
         second.close()
     }
+}
+
+/// A transport that refuses every envelope: what it is offered stays staged.
+private struct RefusingTransport: Transport {
+    func send(_ envelope: Envelope) throws { throw POSIXError(.EIO) }
 }
 
 /// An HTTP client that never answers its first request, and answers each later one with 200 twice.
