@@ -72,7 +72,8 @@ extension TelemetryBuffer {
         /// Added to every item as `sentry.release` and to span envelopes' sampling context.
         public var release: String?
         /// The trace sample rate the app samples with, sent as `sample_rate` of span envelopes' sampling
-        /// context (every span that reaches the buffer was sampled); in (0, 1].
+        /// context (every span that reaches the buffer was sampled), with a `sample_rand` below it derived from
+        /// the trace ID; in (0, 1].
         public var tracesSampleRate = 1.0
         /// Whether a crash (SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS) makes the process-wide
         /// handler save this buffer's items before the signal goes on to the handlers installed before it:

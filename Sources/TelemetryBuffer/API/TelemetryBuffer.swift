@@ -450,7 +450,8 @@ public final class TelemetryBuffer: Sendable {
     /// `sentry-` prefix is taken without it; the DSN's `public_key` goes in if it has none. Kept in memory for the
     /// latest 1024 traces set (fewer if their contexts take more than 1 MiB); the spans of other traces, and
     /// spans recovered after a restart, carry the buffer's own (the DSN's public key,
-    /// ``Options/tracesSampleRate``, the release and the environment).
+    /// ``Options/tracesSampleRate``, the release and the environment, and a `sample_rand` below the rate,
+    /// ``TraceID/derivedSampleRand(sampled:rate:)``).
     public func setSamplingContext(_ context: [String: String], forTrace trace: TraceID) {
         traceContexts.set(context, for: trace)
     }

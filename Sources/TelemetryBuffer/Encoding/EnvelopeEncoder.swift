@@ -4,7 +4,8 @@ import Foundation
 ///
 /// Each envelope holds one item of one signal (its `type` and `content_type` from the signal's
 /// description); an envelope of one trace's items carries the trace's sampling context as its `trace`
-/// header: the one its head froze, if the app set it (`traceContexts`), else the buffer's own. The
+/// header: the one its head froze, if the app set it (`traceContexts`), else the buffer's own, with a
+/// `sample_rand` derived from the trace ID below the app's rate (every buffered span was sampled). The
 /// uploader appends a `client_report` item when it sends. Every `length` is the payload's byte count;
 /// every line ends in one LF.
 struct EnvelopeEncoder: Sendable {
@@ -19,15 +20,19 @@ struct EnvelopeEncoder: Sendable {
 
     /// The header line of envelopes without a trace: `{"dsn":…,"sdk":{…}}` LF.
     let plainHeader: [UInt8]
-    /// The header line of envelopes of one trace, around the trace ID's 32 hex digits:
-    /// `{"dsn":…,"sdk":{…},"trace":{"trace_id":"` … `","public_key":…}}` LF.
+    /// The header line of envelopes of one trace, around the trace ID's 32 hex digits and, in the buffer's
+    /// own sampling context, the 6 decimals of its `sample_rand`:
+    /// `{"dsn":…,"sdk":{…},"trace":{"trace_id":"` … `","sample_rand":"0.` … `","public_key":…}}` LF.
     let tracedHeaderPrefix: [UInt8]
     let tracedHeaderSuffix: [UInt8]
+    /// The app's trace sample rate, which the buffer's own `sample_rand`s are below.
+    let sampleRate: Double
     /// The contexts traces' heads froze, which replace the buffer's own in their envelopes' headers.
     let traceContexts: TraceSamplingContexts
 
     init(dsn: DSN, sdkName: String, sdkVersion: String, sampling: SamplingContext) {
         traceContexts = TraceSamplingContexts(publicKey: sampling.publicKey)
+        sampleRate = sampling.sampleRate
         func bytes(_ write: (inout JSONWriter) -> Void) -> [UInt8] {
             let buffer = ByteBuffer(capacity: 256)
             var writer = JSONWriter(appendingTo: buffer)
@@ -77,7 +82,13 @@ struct EnvelopeEncoder: Sendable {
             if let trace {
                 writer.raw(tracedHeaderPrefix)
                 writer.traceID(trace)
-                writer.raw(traceContexts.headerSuffix(for: trace) ?? tracedHeaderSuffix)
+                if let frozen = traceContexts.headerSuffix(for: trace) {
+                    writer.raw(frozen)
+                } else {
+                    writer.raw("\",\"sample_rand\":\"0.")
+                    writer.zeroPadded(UInt64(trace.derivedSampleRandMillionths(sampled: true, rate: sampleRate)), digits: 6)
+                    writer.raw(tracedHeaderSuffix)
+                }
             } else {
                 writer.raw(plainHeader)
             }

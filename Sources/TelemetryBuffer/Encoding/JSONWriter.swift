@@ -147,6 +147,12 @@ struct JSONWriter {
         writeDigits(value, count: digits)
     }
 
+    /// Writes the last `digits` decimal digits of `value`, with leading zeros (a fraction's digits).
+    mutating func zeroPadded(_ value: UInt64, digits: Int) {
+        reserve(digits)
+        writeDigits(value, count: digits)
+    }
+
     /// The number of decimal digits of `value` (1 for 0), without a loop: the bit length gives it to
     /// within one (`bits × 1233 / 4096` is ⌊bits × log10 2⌋), one comparison decides.
     @inline(__always)

@@ -106,8 +106,9 @@ final class EnvelopeEncoderTests: XCTestCase {
             of: #""length":1333"#, with: #""length":\#(payload.utf8.count)"#))
         XCTAssertEqual(String(lines[2]), payload)
         XCTAssertEqual(lines[3], "")
-        // The sampling context: the example's values this buffer knows (it has no per-trace sample_rand).
-        let context = try XCTUnwrap(files[0].header["trace"] as? [String: String])
+        // The sampling context: the example's values this buffer knows, and a `sample_rand` of the trace's own.
+        var context = try XCTUnwrap(files[0].header["trace"] as? [String: String])
+        XCTAssertNotNil(context.removeValue(forKey: "sample_rand"))
         XCTAssertEqual(context, ["trace_id": trace.description, "public_key": "a1b2c3d4e5f60718293a4b5c6d7e8f90",
                                  "sample_rate": "1.0", "sampled": "true", "org_id": "7"])
     }
@@ -152,6 +153,39 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(attributes["sentry.release"]?["value"] as? String, "app@2")
         XCTAssertEqual(attributes["sentry.environment"]?["value"] as? String, "qa")
         XCTAssertEqual(attributes["sentry.sdk.version"]?["value"] as? String, TelemetryBuffer.version)
+    }
+
+    /// The buffer's own sampling context holds a `sample_rand` (spans added without a tracer's context, or
+    /// recovered after a restart): 6 decimals, below the rate (every buffered span was sampled, and
+    /// `sample_rand < sample_rate` ⇔ sampled), from the trace ID, so that another process, and another
+    /// envelope of the trace, derive the same; other traces' differ.
+    func testTheBuffersOwnSamplingContextHasASampleRandBelowTheRate() throws {
+        for rate in [0.25, 0.0079, 1] {
+            directory.remove()
+            func sampleRands() throws -> [String: String] {
+                let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.tracesSampleRate = rate })
+                defer { buffer.close() }
+                for low: UInt64 in [0, 7, 0x9E37_79B9_7F4A_7C15, .max] { buffer.add(span: .test("\(low)", trace: TraceID(high: 1, low: low))) }
+                buffer.flush()
+                var found: [String: String] = [:]
+                for envelope in try walkEnvelopes(in: buffer.envelopesDirectory) {
+                    let context = try XCTUnwrap(envelope.header["trace"] as? [String: String])
+                    XCTAssertEqual(context["sampled"], "true")
+                    found[envelope.elements.first?["name"] as? String ?? ""] = context["sample_rand"]
+                }
+                try FileManager.default.removeItem(at: buffer.envelopesDirectory)
+                return found
+            }
+            let first = try sampleRands(), second = try sampleRands()
+            XCTAssertEqual(first.count, 4, "\(rate)")
+            XCTAssertEqual(first, second, "derived from the trace, in every buffer alike")
+            XCTAssertEqual(Set(first.values).count, 4, "\(first)")
+            for (name, text) in first {
+                XCTAssertNotNil(text.wholeMatch(of: /0\.[0-9]{6}/), text)
+                let value = try XCTUnwrap(Double(text))
+                XCTAssertTrue(value >= 0 && value < rate, "\(name) at \(rate): \(text)")
+            }
+        }
     }
 
     /// The contexts kept are bounded by their bytes too (a caller's `baggage` may hold 8 KiB): the oldest

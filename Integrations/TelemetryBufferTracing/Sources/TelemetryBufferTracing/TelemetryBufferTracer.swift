@@ -110,8 +110,8 @@ public struct TelemetryBufferTracer: Tracer {
         if let callers = dsc["sample_rand"].flatMap(Double.init), (0..<1).contains(callers) {
             sampleRand = callers
         } else if let parent {
-            sampleRand = Self.sampleRand(of: traceID, agreeingWith: parent.sampled,
-                                         at: continued ? dsc["sample_rate"].flatMap(Double.init) : nil)
+            sampleRand = traceID.derivedSampleRand(sampled: parent.sampled,
+                                                   rate: continued ? dsc["sample_rate"].flatMap(Double.init) : nil)
             if continued { dsc["sample_rand"] = String(format: "%.6f", sampleRand) }
         } else {
             sampleRand = Double(Int.random(in: 0..<1_000_000)) / 1e6
@@ -135,23 +135,6 @@ public struct TelemetryBufferTracer: Tracer {
                                             transaction: kind == .server ? nil : operationName)
         }
         return (sampled, dsc)
-    }
-
-    /// A `sample_rand` for a trace whose head gave none: in millionths, from the trace ID's low 64 bits
-    /// (random in a random trace ID), within what the caller's decision at its rate allows (below the rate
-    /// if sampled, at or above it if not), or anywhere in [0, 1) if either is unknown or they disagree.
-    private static func sampleRand(of trace: TraceID, agreeingWith sampled: Bool?, at rate: Double?) -> Double {
-        var (lower, upper) = (0, 1_000_000)
-        if let sampled, let rate, rate >= 0, rate <= 1 {
-            // The first k whose k / 10⁶ (the value compared, and the one its 6 decimals parse back to) is not
-            // below the rate: the product rounds either way, so the candidates are checked as compared.
-            var boundary = Int((rate * 1e6).rounded(.up))
-            while boundary > 0, Double(boundary - 1) / 1e6 >= rate { boundary -= 1 }
-            while boundary < 1_000_000, Double(boundary) / 1e6 < rate { boundary += 1 }
-            (lower, upper) = sampled ? (0, boundary) : (boundary, 1_000_000)
-            if lower >= upper { (lower, upper) = (0, 1_000_000) }
-        }
-        return Double(lower + Int(trace.low % UInt64(upper - lower))) / 1e6
     }
 
     /// A rate within 0...1; NaN is 0.
