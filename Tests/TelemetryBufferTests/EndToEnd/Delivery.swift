@@ -92,6 +92,28 @@ extension XCTestCase {
         return lost
     }
 
+    /// For a run whose envelopes were bounded to a few (`--max-envelopes`), all of one rank (the demo's logs
+    /// are `info`, as spans and metrics rank): what eviction took is each kind's oldest envelopes, so once an
+    /// acknowledged item is delivered, every later acknowledged one is (an evicted envelope's items brought
+    /// back by a recovery, or a newer envelope evicted before an older one, fails this). Single thread.
+    /// Returns how many acknowledged items were delivered, of each kind.
+    @discardableResult
+    func assertLossesAreHeads(_ run: Demo.Run, in folder: TemporaryDirectory, spans: Bool, metrics: Bool = false, _ label: String,
+                              file: StaticString = #filePath, line: UInt = #line) throws -> [String: Int] {
+        let lines = run.lines.map { $0.split(separator: " ").map(String.init) }
+        var kept: [String: Int] = [:]
+        for (kind, names) in try deliveredNames(in: folder, spans: spans, metrics: metrics) {
+            let delivered = Set(names.compactMap { Int($0.dropFirst(5)) })
+            let acked = lines.filter { $0.first == "ack" || ($0.first == "drop" && !$0.contains(kind)) }.compactMap { Int($0[1]) }
+            if let first = acked.firstIndex(where: delivered.contains) {
+                let missing = acked[first...].filter { !delivered.contains($0) }
+                XCTAssertEqual(missing, [], "\(label): \(kind)s lost after \(acked[first]) was kept", file: file, line: line)
+            }
+            kept[kind] = acked.filter(delivered.contains).count
+        }
+        return kept
+    }
+
     /// The names of the logs (their bodies), with `spans` of the spans, and with `metrics` of the metrics
     /// (`item <seq>`, from their attribute `seq`) in the envelopes a recovery left.
     private func deliveredNames(in folder: TemporaryDirectory, spans: Bool, metrics: Bool = false) throws -> [(kind: String, names: [String])] {

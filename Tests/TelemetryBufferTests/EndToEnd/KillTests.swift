@@ -94,6 +94,39 @@ final class KillTests: XCTestCase {
         try assertDelivered(stress, in: folder, spans: true, crashSafe: true, "retirement failing")
     }
 
+    /// Killed at a random moment with the envelopes bounded to a few, so that nearly every forward evicts
+    /// one and the recovery evicts again: logs, spans and metrics, all of one rank, so the oldest go. Nothing
+    /// is delivered twice or invented, the folder holds no more than the bound, and what was evicted is
+    /// each kind's oldest: once an acknowledged item is delivered, every later one is.
+    func testRandomKillsWhileEvictingKeepTheNewestAndDuplicateNothing() throws {
+        var generator = SystemRandomNumberGenerator()
+        let bound = 6
+        var kept = 0
+        for (index, strategy) in Self.crashSafe.enumerated() {
+            for run in 0..<max(2, Self.runs / 2) {
+                let folder = try TemporaryDirectory()
+                defer { folder.remove() }
+                let spans = (run + index) % 2 == 0
+                let stress = try Demo.run(["stress", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--count", String(Self.count),
+                                           "--max-envelopes", String(bound), "--metrics"] + (spans ? ["--spans"] : []),
+                                          killAfter: .random(in: 0...250_000, using: &generator))
+                if run % 3 == 1 {
+                    _ = try Demo.run(["recover", "--dir", folder.url.path, "--strategy", strategy.rawValue, "--max-envelopes", String(bound)],
+                                     killAfter: .random(in: 0...40_000, using: &generator))
+                }
+                let recovery = try Demo.run(["recover", "--dir", folder.url.path, "--strategy", strategy.rawValue,
+                                             "--max-envelopes", String(bound)])
+                XCTAssertEqual(recovery.status, 0, recovery.errors)
+                let label = "\(strategy) run \(run)"
+                try assertDelivered(stress, in: folder, spans: spans, metrics: true, crashSafe: false, label)
+                let stored = try walkEnvelopes(in: folder.envelopesFolder(demoDefaultDSN))
+                XCTAssertLessThanOrEqual(stored.count, bound, label)
+                kept += try assertLossesAreHeads(stress, in: folder, spans: spans, metrics: true, label).values.reduce(0, +)
+            }
+        }
+        XCTAssertGreaterThan(kept, 0, "no run kept an acknowledged item: the kills all came before the first")
+    }
+
     /// `removeAllData()` in the middle of a run, with a kill at a random moment before, during or after it.
     /// Once it returned (`removed` printed), nothing added before it is ever delivered, and with the
     /// crash-safe strategies every item acknowledged after it is, exactly once; whenever the kill lands,
