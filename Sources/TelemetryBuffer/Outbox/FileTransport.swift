@@ -26,11 +26,19 @@ extension TelemetryBuffer {
         /// A stored envelope file.
         private struct Stored {
             var name: String
+            /// Its size, counted toward `maxBytes` as at most one byte more than any envelope the buffer
+            /// writes: a larger file (planted, or sparse where a file may reach 2⁶³ − 1 bytes) is never sent,
+            /// and sizes such as that added up past `Int.max`.
             var bytes: Int
             /// Its eviction rank (`EvictionRank`), read from the file when an eviction first compares it, with
             /// what its eviction counts as dropped.
             var rank: Int?
             var counts: [(DataCategory, Int)]?
+
+            init(name: String, bytes: Int) {
+                self.name = name
+                self.bytes = min(max(bytes, 0), FileSystem.maxEnvelopeBytes + 1)
+            }
         }
         /// Stored envelopes, oldest first, the counter of the next name, and the envelope under upload.
         /// Guarded by the lock; writes of one transport are also serialised by it, so the list always
@@ -328,7 +336,8 @@ extension TelemetryBuffer {
                     evicted.append((state.stored[index], count > maxEnvelopes ? "more than maxCachedEnvelopes" : "more than maxCacheBytes"))
                     victims.insert(index)
                     count -= 1
-                    bytes -= state.stored[index].bytes
+                    // Saturating, as the sum is: where `Int` has 32 bits, a few thousand files can reach its end.
+                    bytes = bytes.saturatingAdding(-state.stored[index].bytes)
                 }
                 state.stored = state.stored.indices.filter { !victims.contains($0) }.map { state.stored[$0] }
                 return evicted

@@ -185,6 +185,30 @@ final class HostileFolderTests: XCTestCase {
         XCTAssertEqual(uploading.stats().drops["internal_sdk_error/log_item"], 1)
     }
 
+    /// Planted `.envelope` files whose sizes add up past `Int.max` (sparse, on a tmpfs, where a file may
+    /// reach 2⁶³ − 1 bytes, as on XFS, btrfs or APFS): a start over the bounds evicts them, unread, and
+    /// keeps the newest of its own. The sum of the sizes saturated, and taking each victim's size off it
+    /// overflowed: every start trapped (in a child here), before it removed anything.
+    func testEnvelopeSizesAddingUpPastTheLargestIntegerAreEvicted() throws {
+        let shm = URL(fileURLWithPath: "/dev/shm")
+        guard let folder = try? TemporaryDirectory(in: shm) else { throw XCTSkip("no /dev/shm here") }
+        defer { folder.remove() }
+        let envelopes = folder.envelopesFolder(demoDefaultDSN)
+        try FileManager.default.createDirectory(at: envelopes, withIntermediateDirectories: true)
+        let names = (0..<6).map { FileTransport.name(now: Date(), counter: $0) }
+        for (counter, name) in names.enumerated() {
+            let path = envelopes.appendingPathComponent(name).path
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("{}\n{\"type\":\"log\",\"length\":2}\n{}\n".utf8)))
+            if counter < 3 {
+                guard truncate(path, off_t.max) == 0 else { throw XCTSkip("\(shm.path) takes no file of 2⁶³ − 1 bytes: errno \(errno)") }
+            }
+        }
+        let recovery = try Demo.run(["recover", "--dir", folder.url.path, "--max-envelopes", "3"])
+        XCTAssertEqual(recovery.status, 0, recovery.errors.suffix(2000).description)
+        let left = try FileManager.default.contentsOfDirectory(atPath: envelopes.path).sorted()
+        XCTAssertEqual(left, Array(names[3...]))
+    }
+
     /// Start-up on buffer files damaged at random: a byte flipped, a range zeroed, a file cut short, a
     /// garbage header, a huge committed or record length, a random publication marker. The files come from
     /// real processes killed in the middle of a publication (DoubleRotatingBuffer, FileStreamCache).
