@@ -61,7 +61,9 @@ extension TelemetryBuffer {
         public var maxCacheBytes = 10 << 20
         /// Envelopes older than this (or dated further ahead: the clock was wrong, or went back) are removed
         /// (`cache_overflow`) when a buffer starts, and when the uploader reaches them: one the server keeps
-        /// failing (a 5xx for it alone) holds the queue no longer. More than 0.
+        /// failing (a 5xx for it alone) holds the queue no longer. A clock before 2025, now or when an envelope
+        /// was stored, is one not set yet (a device without a real-time clock, at boot): it ages nothing.
+        /// More than 0.
         public var maxEnvelopeAge: TimeInterval = 7 * 24 * 3600
         /// The SDK name, sent in envelope headers and as the `sentry.sdk.name` attribute.
         public var sdkName = "sentry.swift.telemetry-buffer"

@@ -196,10 +196,17 @@ extension TelemetryBuffer {
 
         /// Whether the envelope `name` is more than `maxAge` old, or dated more than that ahead (written while
         /// the clock was that far wrong, or it went back since: an age that never comes would keep it for good).
+        /// A time before `earliestTrustedTime`, now or in the name, is a clock not set yet (a device without a
+        /// real-time clock, before the network gave it the time): it ages nothing, rather than every envelope.
         private func isExpired(_ name: String, now: Date) -> Bool {
-            guard let created = Self.creationDate(ofName: name, path: directory.path + "/" + name) else { return false }
+            guard now >= Self.earliestTrustedTime,
+                  let created = Self.creationDate(ofName: name, path: directory.path + "/" + name),
+                  created >= Self.earliestTrustedTime else { return false }
             return abs(now.timeIntervalSince(created)) > maxAge
         }
+
+        /// 2025-01-01, before this library was written: no envelope of it was stored earlier.
+        static let earliestTrustedTime = Date(timeIntervalSince1970: 1_735_689_600)
 
         /// Deletes every envelope in the folder, not counted as dropped (the app asked for it), and makes
         /// the deletions durable. It lists the folder, so a file the list lost track of goes too; a

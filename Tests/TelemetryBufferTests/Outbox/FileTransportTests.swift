@@ -189,6 +189,25 @@ final class FileTransportTests: XCTestCase {
         XCTAssertEqual(reports.take()?.quantity(.cacheOverflow, .logItem), 3)
     }
 
+    /// A clock not set yet (a device without a real-time clock, at boot, before the network gave it the
+    /// time: 1970 here) ages nothing, where every envelope looked 56 years ahead and was removed; and an
+    /// envelope dated by such a clock is not taken for 56 years old once the clock is right.
+    func testAClockNotSetYetExpiresNothing() throws {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let unset = Date(timeIntervalSince1970: 86_400)
+        try Data(envelope("dated by an unset clock").bytes).write(to: folder.appendingPathComponent(FileTransport.name(now: unset, counter: 0)))
+        try Data(envelope("dated today").bytes).write(to: folder.appendingPathComponent(FileTransport.name(now: Date(), counter: 0)))
+        let clocks: [any Clock] = [ManualClock(now: unset), SystemClock()]
+        for clock in clocks {
+            let reports = ClientReportRecorder()
+            let transport = try FileTransport(directory: folder, maxEnvelopes: 30, maxAge: 7 * 24 * 3600, clock: clock, reports: reports,
+                                              diagnostics: Diagnostics(handler: nil))
+            XCTAssertEqual(try bodies(), ["dated by an unset clock", "dated today"], "\(clock)")
+            for url in transport.storedEnvelopes() { XCTAssertFalse(transport.removeIfExpired(url), "\(clock)") }
+            XCTAssertNil(reports.take(), "\(clock)")
+        }
+    }
+
     func testOpeningEnforcesTheLimitOnWhatIsAlreadyThere() throws {
         let first = try FileTransport(directory: folder, maxEnvelopes: 10)
         for index in 0..<6 { try first.send(envelope("e\(index)")) }
