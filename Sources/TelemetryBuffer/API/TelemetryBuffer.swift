@@ -456,6 +456,18 @@ public final class TelemetryBuffer: Sendable {
         traceContexts.set(context, for: trace)
     }
 
+    // MARK: Drops outside the buffer
+
+    /// Counts an item of `signal` that an integration dropped before it reached `add`, for a client report
+    /// (`internal_sdk_error`, with no bytes: the item was never encoded). The integrations drop an item made
+    /// while sending one that was itself made while sending (a hook that logs each log it sees), which would
+    /// recur without end. Callable from any thread, from a hook too; takes a short lock. Nothing is counted
+    /// while consent is revoked, or in the child of a `fork()`.
+    public func countDroppedBeforeAdd(_ signal: Signal) {
+        guard consent.acceptsItems, tb_in_forked_child() == 0 else { return }
+        reports.recordDrop(of: signal.category, bytes: 0, reason: .internalSDKError)
+    }
+
     // MARK: Consent
 
     /// The user's consent to collecting telemetry, as last set (``Options/dataCollection`` at start).

@@ -273,6 +273,21 @@ final class BeforeSendTests: XCTestCase {
         XCTAssertGreaterThan(discards.quantity(.beforeSend, .traceMetricByte), "drop.me".utf8.count)
     }
 
+    /// An integration's drops before `add` are counted as `internal_sdk_error`, items only (never encoded,
+    /// they have no bytes); none while consent is revoked.
+    func testDropsBeforeAddAreCountedAsInternalErrors() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory))
+        defer { buffer.close() }
+        for signal in TelemetryBuffer.Signal.allCases { buffer.countDroppedBeforeAdd(signal) }
+        buffer.countDroppedBeforeAdd(.log)
+        let discards = try XCTUnwrap(buffer.pendingDiscards)
+        XCTAssertEqual(discards.entries.map { "\($0.reason.rawValue)/\($0.category.rawValue)=\($0.quantity)" }.sorted(),
+                       ["internal_sdk_error/log_item=2", "internal_sdk_error/span=1", "internal_sdk_error/trace_metric=1"])
+        buffer.setDataCollection(.revoked)
+        buffer.countDroppedBeforeAdd(.span)
+        XCTAssertEqual(buffer.stats().drops["internal_sdk_error/span"], 1)
+    }
+
     func testAHookThatAddsToTheBufferNeitherDeadlocksNorLoses() throws {
         final class Box: @unchecked Sendable { var buffer: TelemetryBuffer? }
         let box = Box()

@@ -15,12 +15,15 @@ public enum SendingDepth {
         return key
     }()
 
-    /// Runs `body` one level deeper, unless the thread is at `limit` already: then not at all.
-    public static func enter(_ body: () -> Void) {
+    /// Runs `body` one level deeper and returns `true`, unless the thread is at `limit` already: then returns
+    /// `false` without running it (the caller counts the item it drops, `countDroppedBeforeAdd`).
+    @discardableResult
+    public static func enter(_ body: () -> Void) -> Bool {
         let depth = Int(bitPattern: pthread_getspecific(key))
-        guard depth < limit else { return }
+        guard depth < limit else { return false }
         pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth + 1))
         defer { pthread_setspecific(key, UnsafeRawPointer(bitPattern: depth)) }
         body()
+        return true
     }
 }

@@ -60,9 +60,10 @@ public struct TelemetryBufferLogHandler: LogHandler {
     /// Sends one message as a log (swift-log calls it only at or above `logLevel`). An error given with the
     /// message becomes `exception.type` and `exception.message`. An item of the integrations (log, metric or
     /// span) made while one is sent on the same thread (from `beforeSendLog`, the metadata provider or
-    /// `trace`) is sent too; one made while sending that is dropped, uncounted: it would recur without end.
+    /// `trace`) is sent too; one made while sending that is dropped, as it would recur without end, and
+    /// counted (`internal_sdk_error`).
     public func log(event: LogEvent) {
-        SendingDepth.enter { send(event) }
+        if !SendingDepth.enter({ send(event) }) { buffer.countDroppedBeforeAdd(.log) }
     }
 
     private func send(_ event: LogEvent) {

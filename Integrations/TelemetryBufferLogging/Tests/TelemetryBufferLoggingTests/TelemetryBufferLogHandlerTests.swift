@@ -70,7 +70,8 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
     /// A log made while the handler sends one on the same thread (from `beforeSendLog`, a metadata provider
     /// or the `trace` closure) is sent, but one made while sending that is not: a hook that logs what it
     /// saw logged its own message, and that one's, without end (a stack overflow, 300 deep when a test
-    /// stopped it).
+    /// stopped it). Each dropped is counted: the provider's and the hook's logs while sending each of the two
+    /// sent from within.
     func testALogMadeWhileSendingOneIsSentButNoDeeper() throws {
         buffer.close()
         final class Hooked: @unchecked Sendable {  // @unchecked: its one field is guarded by the lock
@@ -97,6 +98,7 @@ final class TelemetryBufferLogHandlerTests: XCTestCase {
         hooked.logger = logger
         logger.info("outer")
         XCTAssertEqual(try storedLogs().compactMap { $0["body"] as? String }.sorted(), ["outer", "provided", "saw outer"])
+        XCTAssertEqual(buffer.stats().drops["internal_sdk_error/log_item"], 4)
     }
 
     func testBelowTheHandlersLevelNothingIsSent() throws {

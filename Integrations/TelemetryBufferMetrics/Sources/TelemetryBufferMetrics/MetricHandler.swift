@@ -36,13 +36,15 @@ final class MetricHandler: CounterHandler, FloatingPointCounterHandler, MeterHan
         self.unit = unit
     }
 
-    /// Sends a value, unless it was made while sending one that was made while sending (`SendingDepth`).
+    /// Sends a value, unless it was made while sending one that was made while sending (`SendingDepth`):
+    /// then counts it dropped.
     private func send(_ value: Metric.Value, unit: String? = nil, timestamp: Date = Date()) {
-        SendingDepth.enter {
+        let sent = SendingDepth.enter {
             let trace = ActiveTrace.current ?? factory.trace?()
             factory.buffer.add(metric: Metric(name: name, kind: kind, value: value, unit: unit, attributes: attributes,
                                               traceID: trace?.traceID ?? .process, spanID: trace?.spanID, timestamp: timestamp))
         }
+        if !sent { factory.buffer.countDroppedBeforeAdd(.metric) }
     }
 
     /// Moves the meter's series and sends the value it reached, with the timestamp that orders it.

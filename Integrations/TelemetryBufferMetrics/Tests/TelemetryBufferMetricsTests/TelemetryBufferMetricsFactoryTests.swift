@@ -198,7 +198,8 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
     }
 
     /// A value sent while one is sent (a `beforeSendMetric` that counts the metrics it sees) is sent; one
-    /// sent while sending that is not: the hook counted its own count without end (a stack overflow).
+    /// sent while sending that is not, and is counted dropped: the hook counted its own count without end
+    /// (a stack overflow).
     func testAMetricMadeWhileSendingOneIsSentButNoDeeper() throws {
         let box = Locked<TelemetryBufferMetricsFactory?>(nil)
         var options = buffer.options
@@ -212,6 +213,7 @@ final class TelemetryBufferMetricsFactoryTests: XCTestCase {
         box.withLock { $0 = TelemetryBufferMetricsFactory(buffer: buffer) }
         Counter(label: "orders", factory: box.withLock { $0 }!).increment()
         XCTAssertEqual(try storedMetrics().map(summary).sorted(), ["orders counter 1", "seen counter 1"])
+        XCTAssertEqual(buffer.stats().drops["internal_sdk_error/trace_metric"], 1)
     }
 
     /// A series' timestamps: each a microsecond after the last when the clock has not moved on, and the

@@ -5,7 +5,7 @@ import Tracing
 
 /// A span of `TelemetryBufferTracer`: recorded while it runs, added to the buffer as a span v2 item when it
 /// ends (once; only if its trace is sampled; not if it ends while sending an item that was itself made
-/// while sending one: `SendingDepth`, dropped uncounted).
+/// while sending one: `SendingDepth`, dropped and counted as `internal_sdk_error`).
 ///
 /// Its kind and attributes give `sentry.op`: the attribute `sentry.op` if set, else `db` for a span with
 /// `db.system.name` (or the older `db.system`), else by kind (`server` → `http.server`, `client` → `http.client`, `producer` →
@@ -107,14 +107,16 @@ public final class TelemetryBufferSpan: Tracing.Span, @unchecked Sendable {
         guard let ended, span.sampled == true else { return }
         var attributes = Self.attributes(ended.attributes, kind: kind)
         attributes["sentry.op"] = nil
-        // Not a span ended while sending one that was ended while sending (`beforeSendSpan` tracing its own work).
-        SendingDepth.enter {
+        // Not a span ended while sending one that was ended while sending (`beforeSendSpan` tracing its own
+        // work): that one is counted dropped.
+        let sent = SendingDepth.enter {
             buffer.add(span: TelemetryBuffer.Span(
                 traceID: span.traceID, spanID: span.spanID, parentSpanID: parentSpanID, name: ended.operationName,
                 status: ended.failed ? .error : .ok, isSegment: isSegment, startTimestamp: Self.date(start),
                 endTimestamp: Self.date(max(end, start)), attributes: attributes, links: ended.links, op: op(ended.attributes),
                 source: isSegment ? Self.source(ended) : nil, segmentID: span.segmentID, segmentName: span.segmentName))
         }
+        if !sent { buffer.countDroppedBeforeAdd(.span) }
     }
 
     /// How a segment's name was chosen: `route` when it is its `http.route` (as a server's middleware names

@@ -69,8 +69,8 @@ final class TelemetryBufferTracerTests: XCTestCase {
     }
 
     /// A span ended while one is sent (a `beforeSendSpan` that traces what it does) is sent; one ended while
-    /// sending that is not: a hook that traced each span it saw traced its own without end (a stack
-    /// overflow).
+    /// sending that is not, and is counted dropped: a hook that traced each span it saw traced its own without
+    /// end (a stack overflow).
     func testASpanEndedWhileSendingOneIsSentButNoDeeper() throws {
         buffer.close()
         final class Box: @unchecked Sendable {  // @unchecked: its one field is guarded by the lock
@@ -91,6 +91,7 @@ final class TelemetryBufferTracerTests: XCTestCase {
         box.tracer = tracer()
         box.tracer?.withSpan("outer") { _ in }
         XCTAssertEqual(Set(try storedSpans().keys), ["outer", "saw outer"])
+        XCTAssertEqual(buffer.stats().drops["internal_sdk_error/span"], 1)
     }
 
     /// A root span is a segment; a span started in its context is its child and carries the segment.
