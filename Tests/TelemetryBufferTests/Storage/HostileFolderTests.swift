@@ -17,8 +17,9 @@ final class HostileFolderTests: XCTestCase {
         try FileManager.default.createDirectory(at: envelopes, withIntermediateDirectories: true)
         let crafted = "{}\n{\"type\":\"log\",\"item_count\":9223372036854775807,\"length\":2}\n{}\n"
         for index in 0..<2 {
-            // µs since 1970 = 1: long expired.
-            try Data(crafted.utf8).write(to: envelopes.appendingPathComponent("0000000000000001-00000\(index)-00000000.envelope"))
+            // Eight days old: expired.
+            let name = FileTransport.name(now: Date().addingTimeInterval(-8 * 24 * 3600), counter: UInt64(index))
+            try Data(crafted.utf8).write(to: envelopes.appendingPathComponent(name))
         }
         let expiring = try TelemetryBuffer(options: testOptions(directory))
         expiring.waitForBackgroundWork()  // the start's expiry runs there
