@@ -266,10 +266,14 @@ static int same_action(const struct sigaction *first, const struct sigaction *se
 /// are defined, not used), but stamps a fault's code on some signals however they came (SIGSEGV, SIGBUS
 /// and SIGILL on arm64): one of those sent by `kill()` is taken for a fault, as Crashpad takes it, and the
 /// process goes on with the default action put back (a second later it counts as survived). A SIGTRAP (a
-/// breakpoint: how Swift traps on arm64) is not taken to recur.
+/// breakpoint: how Swift traps on arm64) is not taken to recur, nor the SIGBUS Linux sends for a memory
+/// error found in the background (`BUS_MCEERR_AO`), which is at no instruction.
 static int recurs_by_itself(int signal, const siginfo_t *info) {
     if (info == NULL || (signal != SIGSEGV && signal != SIGBUS && signal != SIGILL && signal != SIGFPE)) return 0;
     int code = info->si_code;
+#if defined(BUS_MCEERR_AO)
+    if (signal == SIGBUS && code == BUS_MCEERR_AO) return 0;
+#endif
     return code > 0 && code != SI_USER && code != SI_QUEUE && code != SI_TIMER && code != SI_MESGQ && code != SI_ASYNCIO
 #if defined(SI_KERNEL)
         && code != SI_KERNEL
@@ -315,10 +319,25 @@ static int chain(int signal, siginfo_t *info, void *context) {
         return 1;
     } else if (previous.sa_handler == SIG_IGN) {
         // Nothing to call.
-    } else if (previous.sa_flags & SA_SIGINFO) {
-        previous.sa_sigaction(signal, info, context);
     } else {
-        previous.sa_handler(signal);
+        // Called as the system would call it: with its mask, and the signal unless it asked for
+        // SA_NODEFER, blocked (until our handler returns, which restores the thread's mask), and, if it asked
+        // for SA_RESETHAND, with the default action in its place, not itself (a fault that recurs would call
+        // it again).
+        if ((previous.sa_flags & SA_RESETHAND) && sigaction(signal, NULL, &current) == 0 && same_action(&current, &previous)) {
+            struct sigaction fallback;
+            memset(&fallback, 0, sizeof fallback);
+            fallback.sa_handler = SIG_DFL;
+            sigaction(signal, &fallback, NULL);
+        }
+        sigset_t mask = previous.sa_mask;
+        if (!(previous.sa_flags & SA_NODEFER)) sigaddset(&mask, signal);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        if (previous.sa_flags & SA_SIGINFO) {
+            previous.sa_sigaction(signal, info, context);
+        } else {
+            previous.sa_handler(signal);
+        }
     }
     return 0;
 }
@@ -450,10 +469,18 @@ int tb_crash_install(int signals) {
     for (int index = 0; index < SIGNAL_COUNT; index++) {
         int wanted = index < FATAL_COUNT ? (signals & TB_CRASH_SIGNALS_FATAL) : (signals & TB_CRASH_SIGNALS_TERM);
         if (!wanted || installed[index]) continue;
-        if (sigaction(signals_handled[index], NULL, &previous_actions[index]) != 0) return errno;
+        struct sigaction current;
+        if (sigaction(signals_handled[index], NULL, &current) != 0) return errno;
+        // Our own handler is never what came before it (that would call itself without end): it is in
+        // place already, put back by someone, and the previous action saved with it still stands.
+        if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle) {
+            installed[index] = 1;
+            continue;
+        }
         // An ignored SIGTERM cannot end the process. (An ignored fault still does, and so does `abort()`.)
         // sa_handler shares storage with sa_sigaction: SIG_IGN whatever the flags say.
-        if (signals_handled[index] == SIGTERM && previous_actions[index].sa_handler == SIG_IGN) continue;
+        if (signals_handled[index] == SIGTERM && current.sa_handler == SIG_IGN) continue;
+        previous_actions[index] = current;
         if (install_one(index) != 0) return errno;
         installed[index] = 1;
     }
@@ -464,12 +491,14 @@ void tb_crash_uninstall(void) {
     for (int index = 0; index < SIGNAL_COUNT; index++) {
         if (!installed[index]) continue;
         struct sigaction current;
-        // Someone installed after us: leave theirs (they may chain to us, and we stay harmless).
         if (sigaction(signals_handled[index], NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO)
             && current.sa_sigaction == handle) {
             sigaction(signals_handled[index], &previous_actions[index], NULL);
+            installed[index] = 0;
         }
-        installed[index] = 0;
+        // Else someone installed after us: theirs stays, and so does ours in their chain (with no buffer,
+        // it writes nothing and hands the signal on to the action saved here). It stays installed, so that
+        // the next install does not take their action for what came before ours: it chains back to ours.
     }
 }
 

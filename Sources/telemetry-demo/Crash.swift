@@ -18,13 +18,17 @@ import Musl
 /// With `--survive-then-register` and `--second-dsn`, after N items an abort is survived (a previous
 /// handler returns), the second DSN's buffer is made then, and N more items go to it alone. With
 /// `--reporter before|after`, a `StandInReporter` is installed before or after the buffer and catches the
-/// crash first. With `--survive-first`, a SIGSEGV sent to the process is survived after N items (a previous
+/// crash first. With `--chaining-reporter`, a reporter that calls the action it replaced is installed
+/// after the buffer; with `--reopen` as well, the buffers are closed and made again after it (and with
+/// `--reporter-uninstalls`, it puts back what it replaced in between). With `--resetting-handler`, a handler
+/// with SA_RESETHAND and a mask (`tb_demo_install_resetting_handler`) is installed before the buffer.
+/// With `--survive-first`, a SIGSEGV sent to the process is survived after N items (a previous
 /// handler returns) and a flush follows; with `--then-pace-us P` as well, an abort is survived instead
 /// (which `abort()` would raise again, so its handler is settled only a second later), no flush follows,
 /// and items after it are added P µs apart until N of them were acknowledged (refused ones do not count;
 /// it gives up after 30 s).
 enum Crash {
-    static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "sent-segv", "kill",
+    static let kinds = ["segv", "abort", "fatal", "unwrap", "overflow", "index", "stack", "thread", "bus", "bus-optional", "sent-segv", "kill",
                         "term"]
 
     static func run(_ arguments: Arguments) throws {
@@ -33,6 +37,7 @@ enum Crash {
         let directory = URL(fileURLWithPath: arguments.string("dir")
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("telemetry-demo-crash-\(getpid())").path)
         if arguments.flag("previous-handler") { installPreviousHandler() }
+        if arguments.flag("resetting-handler") { tb_demo_install_resetting_handler() }
         let registersLate = arguments.flag("survive-then-register")
         if arguments.flag("survive-first") || registersLate { installSurvivingHandler() }
         if arguments.flag("previous-closes") { installClosingHandler() }
@@ -51,8 +56,18 @@ enum Crash {
             options.dsn = second
             buffers.append(try TelemetryBuffer(options: options))
         }
-        closedOnSIGTERM = buffers
         if reporter == "after" { StandInReporter.install() }
+        if arguments.flag("chaining-reporter") {
+            tb_demo_install_chaining_reporter()
+            if arguments.flag("reopen") {
+                // The last buffer closes while the reporter chains to its handler (and, with
+                // `--reporter-uninstalls`, the reporter then leaves), and a new one is made.
+                buffers.forEach { $0.close() }
+                if arguments.flag("reporter-uninstalls") { tb_demo_uninstall_chaining_reporter() }
+                buffers = try buffers.map { try TelemetryBuffer(options: $0.options) }
+            }
+        }
+        closedOnSIGTERM = buffers
         let count = try arguments.integer("after", default: 100)
         let trace = TraceID.random()
         let survive = arguments.flag("survive-first")
@@ -222,6 +237,8 @@ enum Crash {
             Thread { nullDereference() }.start()
             while true { sleep(1) }
         case "bus": busError()
+        case "bus-optional":
+            if tb_demo_machine_check_optional() != 0 { FileHandle.standardError.write(Data("telemetry-demo: cannot send BUS_MCEERR_AO\n".utf8)) }
         case "sent-segv": kill(getpid(), SIGSEGV)
         case "kill": kill(getpid(), SIGKILL)
         case "term": kill(getpid(), SIGTERM)

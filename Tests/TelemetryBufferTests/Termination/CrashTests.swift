@@ -182,6 +182,57 @@ final class CrashTests: XCTestCase {
         }
     }
 
+    /// A reporter installed after the buffer that calls the action it replaced (PLCrashReporter, Bugsnag),
+    /// then the last buffer closed and a new one made: the handler stays in the reporter's chain, and the
+    /// new buffer's install must not take the reporter for what came before it. It did: handler → reporter
+    /// → handler → … until the stack ran out (a SIGSEGV, not the abort). Likewise when the reporter left in
+    /// between, putting our handler back: the new install took the handler for its own previous action.
+    func testABufferMadeAgainUnderAChainingReporterCallsEachHandlerOnce() throws {
+        for (strategy, leaves) in [(Options.Strategy.flushAll, false), (.doubleRotatingBuffer, false), (.flushAll, true)] {
+            let folder = try TemporaryDirectory()
+            directory.remove()  // setUp's, or the last case's: one folder per case
+            directory = folder
+            defer { folder.remove() }
+            let label = "\(strategy), the reporter \(leaves ? "left" : "stays")"
+            let run = try crash("abort", strategy: strategy, ["--chaining-reporter", "--reopen"] + (leaves ? ["--reporter-uninstalls"] : []))
+            XCTAssertEqual(run.status, -SIGABRT, "\(label): \(run.errors.suffix(1500))")
+            let calls = run.errors.components(separatedBy: "chaining reporter called").count - 1
+            XCTAssertEqual(calls, leaves ? 0 : 1, label)
+            XCTAssertEqual(terminationFiles(), strategy == .flushAll ? ["detected-termination-0"] : [], label)
+            try assertRecoveredExactlyOnce(run, count: 60, label)
+        }
+    }
+
+    /// The SIGBUS Linux sends for a memory error found in the background (`BUS_MCEERR_AO`, a code above 0 as
+    /// a fault's) does not recur at an instruction: it is raised again, and ends the process as the default
+    /// action would. It was taken for a fault: the default action put back, the handler returned, and the
+    /// process went on. (Without the Swift runtime's backtracer, which, after us, returns from it as from
+    /// any fault, with or without this library.)
+    func testAMemoryErrorFoundInTheBackgroundStillEndsTheProcess() throws {
+        #if !os(Linux)
+        throw XCTSkip("BUS_MCEERR_AO is Linux's")
+        #else
+        let run = try Demo.run(["crash", "--kind", "bus-optional", "--dir", directory.url.path, "--strategy", "flushAll",
+                                "--after", "60", "--spans", "--max-envelopes", "100000"], backtrace: false)
+        XCTAssertFalse(run.errors.contains("cannot send"), run.errors)
+        XCTAssertEqual(run.status, -SIGBUS, run.errors.suffix(1500).description)
+        XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
+        try assertRecoveredExactlyOnce(run, count: 60, "BUS_MCEERR_AO")
+        #endif
+    }
+
+    /// A handler installed before the buffer with SA_RESETHAND and a mask is called as the system would call
+    /// it: once (then the default action is in place), with its mask and the signal blocked. It ran twice
+    /// (the action put back before the call was still itself), with neither blocked.
+    func testAPreviousHandlersResetAndMaskAreHonoured() throws {
+        let run = try crash("segv", strategy: .flushAll, ["--resetting-handler"])
+        XCTAssertEqual(run.status, -SIGSEGV, run.errors.suffix(1500).description)
+        let calls = run.errors.split(separator: "\n").filter { $0.hasPrefix("resetting handler called") }
+        XCTAssertEqual(calls, ["resetting handler called: SIGUSR1 blocked, the signal blocked"], run.errors.suffix(1500).description)
+        XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
+        try assertRecoveredExactlyOnce(run, count: 60, "resetting handler")
+    }
+
     func testAHandlerInstalledBeforeTheBufferIsStillCalled() throws {
         let run = try crash("segv", strategy: .flushAll, ["--previous-handler"])
         XCTAssertEqual(run.status, -SIGSEGV)
