@@ -86,13 +86,19 @@ extension TelemetryBuffer {
 
         deinit { session.finishTasksAndInvalidate() }
 
-        /// The timeout to give URLSession: FoundationNetworking counts whole seconds, and timed out at once
-        /// a request given less than one; it gets the timeout rounded up (see `send` for the exact one).
+        /// The longest timeout a request gets: FoundationNetworking counts it in milliseconds in a 64-bit
+        /// integer, and trapped from about 9.2e15 s (at every request, so at every start with an envelope
+        /// stored). A day is longer than any request needs.
+        static let longestTimeout: Double = 86_400
+
+        /// The timeout to give URLSession: at most `longestTimeout`. FoundationNetworking counts whole
+        /// seconds, and timed out at once a request given less than one; it gets the timeout rounded up
+        /// (see `send` for the exact one).
         private static func systemTimeout(_ seconds: Double) -> Double {
             #if canImport(FoundationNetworking)
-            seconds.rounded(.up)
+            min(seconds, longestTimeout).rounded(.up)
             #else
-            seconds
+            min(seconds, longestTimeout)
             #endif
         }
 
@@ -124,7 +130,7 @@ extension TelemetryBuffer {
             // answered: a cancel that meets a redirect while it waits for the delegate's decision traps
             // (`didCompleteRedirectCallback`), so before the head its own timeout, which allows for that,
             // ends the request.
-            DispatchQueue.global().asyncAfter(deadline: .now() + request.timeout) { [weak task, delegate] in
+            DispatchQueue.global().asyncAfter(deadline: .now() + min(request.timeout, Self.longestTimeout)) { [weak task, delegate] in
                 guard let task else { return }
                 #if canImport(FoundationNetworking)
                 guard delegate.hasAnswered(task) else { return }

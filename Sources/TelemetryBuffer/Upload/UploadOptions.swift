@@ -14,8 +14,8 @@ extension TelemetryBuffer {
         /// Seconds a request may take until its answer's status and headers, which are the answer (the
         /// default client drops the body as it comes, and cancels the request then; on Linux, before the
         /// head, FoundationNetworking's own timeout applies: this, rounded up to whole seconds, and
-        /// restarted by every byte); one an `HTTPClient` has not answered as long again later (at most
-        /// 5 s later) counts as a network error.
+        /// restarted by every byte; longer than a day, a day); one an `HTTPClient` has not answered as long
+        /// again later (at most 5 s later) counts as a network error.
         public var requestTimeout: Double = 30
         /// Whether bodies of 1 KiB or more are sent gzip-compressed (`Content-Encoding: gzip`, with the
         /// system's zlib where there is one). A custom `HTTPClient` must then send every header it is given.

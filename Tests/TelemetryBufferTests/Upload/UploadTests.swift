@@ -887,6 +887,20 @@ final class UploadTests: XCTestCase {
         buffer.close()
     }
 
+    /// A request timeout as long as an option allows (finite) is one of a day for the default client:
+    /// FoundationNetworking counts it in milliseconds in a 64-bit integer, and trapped from about 9.2e15 s,
+    /// at every request, so at every start with an envelope stored.
+    func testAVeryLongRequestTimeoutIsADay() throws {
+        let server = try server(TestServer.sequence([.respond(200)]))
+        defer { server.stop() }
+        let buffer = try buffer(server) { $0.uploadOptions.requestTimeout = .greatestFiniteMagnitude }
+        buffer.add(log: .test("sent with no timeout to speak of"))
+        buffer.flush()
+        eventually { stored(buffer) == 0 && buffer.stats().upload == .idle }
+        XCTAssertEqual(server.requests.withLock { $0.count }, 1, "delivered at the first request")
+        buffer.close()
+    }
+
     /// A server that answers 200 at once and then drips a body that does not end: its status is its answer,
     /// and the envelope is delivered, once, without waiting for the body. Before, the request ran into
     /// `requestTimeout`, a network error, and the envelope went again (delivered twice); and a body that
