@@ -447,13 +447,16 @@ public final class TelemetryBuffer: Sendable {
     /// header: the one the trace's head froze. A tracer that continues an incoming request passes its
     /// caller's (the `sentry-` members of its `baggage`, without the prefix); one that starts a trace, its
     /// own (with its `sample_rand`). String fields; the `trace_id` is the trace's; a key with `baggage`'s
-    /// `sentry-` prefix is taken without it; the DSN's `public_key` goes in if it has none. Kept in memory for the
+    /// `sentry-` prefix is taken without it; the DSN's `public_key` goes in if it has none. One of more than
+    /// 16 KiB encoded (twice what `baggage` may carry) is not kept, with a diagnostic. Kept in memory for the
     /// latest 1024 traces set (fewer if their contexts take more than 1 MiB); the spans of other traces, and
     /// spans recovered after a restart, carry the buffer's own (the DSN's public key,
     /// ``Options/tracesSampleRate``, the release and the environment, and a `sample_rand` below the rate,
     /// ``TraceID/derivedSampleRand(sampled:rate:)``).
     public func setSamplingContext(_ context: [String: String], forTrace trace: TraceID) {
-        traceContexts.set(context, for: trace)
+        guard traceContexts.set(context, for: trace) else {
+            return diagnostics.log(.warning, "the sampling context of trace \(trace) takes more than \(TraceSamplingContexts.maxContextBytes) bytes: its spans carry the buffer's own")
+        }
     }
 
     // MARK: Drops outside the buffer

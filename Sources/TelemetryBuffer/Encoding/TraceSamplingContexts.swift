@@ -17,6 +17,10 @@ final class TraceSamplingContexts: Sendable {
 
     static let capacity = 1024
     static let maxBytes = 1 << 20
+    /// The most one context may take, encoded: twice what a caller's `baggage` may hold. A larger one
+    /// (a release of megabytes) made its trace's envelopes larger than any the uploader sends, deleted
+    /// and counted as nothing.
+    static let maxContextBytes = 16 << 10
     private let state = Locked(State())
     /// The DSN's public key, for a context without one (Sentry requires it).
     private let publicKey: String
@@ -25,8 +29,10 @@ final class TraceSamplingContexts: Sendable {
 
     /// Sets `trace`'s context: string fields (a `trace_id` among them is left out: the trace says it), keys
     /// with `baggage`'s `sentry-` prefix taken without it (unless the context also has the key without it),
-    /// the DSN's `public_key` if it has none or an empty one.
-    func set(_ context: [String: String], for trace: TraceID) {
+    /// the DSN's `public_key` if it has none or an empty one. Returns `false`, keeping nothing (the trace
+    /// then carries the buffer's own), for one that takes more than `maxContextBytes` encoded.
+    @discardableResult
+    func set(_ context: [String: String], for trace: TraceID) -> Bool {
         var fields = [String: String](minimumCapacity: context.count + 1)
         for (key, value) in context {
             guard key.hasPrefix("sentry-") else {
@@ -49,7 +55,16 @@ final class TraceSamplingContexts: Sendable {
         writer.raw("}}\n")
         writer.finish()
         let encoded = buffer.toArray()
-        state.withLock { state in
+        guard encoded.count <= Self.maxContextBytes else {
+            // Nor the one set before: the trace's head gave this one.
+            state.withLock { state in
+                guard let replaced = state.encoded.removeValue(forKey: trace) else { return }
+                state.bytes -= replaced.count
+                state.order.removeAll { $0 == trace }
+            }
+            return false
+        }
+        return state.withLock { state in
             if let replaced = state.encoded.updateValue(encoded, forKey: trace) {
                 state.bytes -= replaced.count
                 state.order.removeAll { $0 == trace }
@@ -61,6 +76,7 @@ final class TraceSamplingContexts: Sendable {
                 let oldest = state.order.removeFirst()
                 state.bytes -= state.encoded.removeValue(forKey: oldest)?.count ?? 0
             }
+            return true
         }
     }
 

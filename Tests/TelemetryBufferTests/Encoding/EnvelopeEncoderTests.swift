@@ -188,6 +188,28 @@ final class EnvelopeEncoderTests: XCTestCase {
         }
     }
 
+    /// A context of more than 16 KiB encoded (a release of megabytes) is not kept, nor the one it would
+    /// replace: the trace's spans carry the buffer's own, and go. Before, its envelope was larger than any
+    /// the uploader sends, which deleted it, counting nothing.
+    func testAContextLargerThanBaggageCouldCarryIsNotKept() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) { $0.tracesSampleRate = 0.25 })
+        defer { buffer.close() }
+        let kept = TraceID(high: 3, low: 1), refused = TraceID(high: 3, low: 2)
+        buffer.setSamplingContext(["release": String(repeating: "r", count: 12 << 10)], forTrace: kept)
+        buffer.setSamplingContext(["release": "small"], forTrace: refused)
+        buffer.setSamplingContext(["release": String(repeating: "r", count: 2 << 20)], forTrace: refused)
+        for (name, trace) in [("kept", kept), ("refused", refused)] { buffer.add(span: .test(name, trace: trace)) }
+        buffer.flush()
+        var contexts: [String: [String: String]] = [:]
+        for envelope in try walkEnvelopes(in: buffer.envelopesDirectory) {
+            XCTAssertLessThan(envelope.bytes.count, 64 << 10)
+            contexts[envelope.elements.first?["name"] as? String ?? ""] = envelope.header["trace"] as? [String: String]
+        }
+        XCTAssertEqual(contexts["kept"]?["release"]?.count, 12 << 10)
+        XCTAssertNil(contexts["refused"]?["release"], "the buffer's own, which has no release here")
+        XCTAssertEqual(contexts["refused"]?["sample_rate"], "0.25")
+    }
+
     /// The contexts kept are bounded by their bytes too (a caller's `baggage` may hold 8 KiB): the oldest
     /// go first.
     func testSamplingContextsKeptAreBoundedByTheirBytes() throws {
