@@ -25,10 +25,17 @@ extension TelemetryBuffer {
         /// Parses a DSN.
         ///
         /// - Parameter string: `{scheme}://{public key}[:{secret}]@{host}[:{port}]{path}/{project id}`.
-        /// - Throws: `TelemetryBufferError.invalidDSN` saying which part is wrong (the secret redacted).
+        /// - Throws: `TelemetryBufferError.invalidDSN` saying which part is wrong (the secret redacted): also
+        ///   for whitespace or a control character anywhere (a trailing line break), a port outside 1…65535,
+        ///   or a path holding `?`, `#`, whitespace or a control character, even percent-encoded.
         public init(_ string: String) throws {
             func fail(_ reason: String) -> TelemetryBufferError { .invalidDSN(Self.redacted(string), reason: reason) }
             guard !string.isEmpty else { throw fail("it is empty") }
+            // A line break or space at its end (from an environment variable) made the project ID `1\n`:
+            // every request went to the wrong endpoint, and the buffer stopped as for a disabled project.
+            guard !string.unicodeScalars.contains(where: Self.isWhitespaceOrControl) else {
+                throw fail("it contains whitespace or a control character (a line break from an environment variable?)")
+            }
             guard let components = URLComponents(string: string) else { throw fail("it is not a URL") }
             guard let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
                 throw fail("the scheme must be http or https")
@@ -46,6 +53,11 @@ extension TelemetryBuffer {
             let host = bare.contains(":") ? "[\(bare)]" : bare
             guard components.query == nil, components.fragment == nil else {
                 throw fail("it must not have a query or fragment")
+            }
+            if let port = components.port, !(1...65_535).contains(port) { throw fail("the port must be from 1 to 65535") }
+            // The path comes back percent-decoded, and goes into the endpoint as it is: a `%3F` became its query.
+            guard !components.path.unicodeScalars.contains(where: { $0 == "?" || $0 == "#" || Self.isWhitespaceOrControl($0) }) else {
+                throw fail("the path must not hold a ?, #, whitespace or control character, even percent-encoded")
             }
             var segments = components.path.split(separator: "/", omittingEmptySubsequences: false)
             if segments.last == "" { segments.removeLast() }
@@ -76,6 +88,10 @@ extension TelemetryBuffer {
             text.unicodeScalars.allSatisfy {
                 $0.properties.generalCategory != .control && !$0.properties.isWhitespace && $0 != ","
             }
+        }
+
+        private static func isWhitespaceOrControl(_ scalar: Unicode.Scalar) -> Bool {
+            scalar.properties.isWhitespace || scalar.properties.generalCategory == .control
         }
 
         /// The organisation ID encoded in SaaS hosts such as `o7.ingest.us.sentry.io`, for the sampling context.

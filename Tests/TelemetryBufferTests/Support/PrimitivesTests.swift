@@ -71,10 +71,17 @@ final class DSNTests: XCTestCase {
 
     func testRejectsInvalidDSNsSayingWhy() {
         let cases = [
-            "": "empty", "not a url": "scheme", "ftp://k@h/1": "scheme", "https://h/1": "public key",
+            "": "empty", "not-a-url": "scheme", "ftp://k@h/1": "scheme", "https://h/1": "public key",
             "https://k@h": "project ID", "https://k@h/": "project ID", "https://k@h/1?x=y": "query",
             "https://k@/1": "host", "https://k@exa%20mple.com/1": "envelope URL",
             "https://k%0D%0AX:1@h/1": "keys", "https://k:s%20t@h/1": "keys", "https://k,1@h/1": "keys",
+            // Whitespace around it (an environment variable's newline) made the project ID `1\n`: every
+            // request a 404, and the buffer stopped as if the project were disabled.
+            "https://k@h/1\n": "whitespace", "https://k@h/1 ": "whitespace", "https://k@h/1\t": "whitespace",
+            "https://k@h/1\u{A0}": "whitespace", " https://k@h/1": "whitespace",
+            // Decoded, a path's `%3F` or `%23` became a query or fragment of the endpoint.
+            "https://k@h/1%3Fx": "path", "https://k@h/1%23x": "path", "https://k@h/p%20q/1": "path", "https://k@h/1%00": "path",
+            "https://k@h:0/1": "port", "https://k@h:65536/1": "port", "https://k@h:99999/1": "port",
         ]
         for (text, reason) in cases {
             XCTAssertThrowsError(try DSN(text), text) { error in
