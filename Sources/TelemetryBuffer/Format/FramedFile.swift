@@ -100,7 +100,7 @@ struct FramedFile {
         var bytes = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         bytes.withUnsafeMutableBytes {
             RecordFraming.writeHeader(
-                kind: kind, createdMicros: UInt64(Date().timeIntervalSince1970 * 1_000_000), to: $0.baseAddress!)
+                kind: kind, createdMicros: RecordFraming.createdNow(), to: $0.baseAddress!)
         }
         try folder.writeAtomically(bytes + records, name: name)
     }

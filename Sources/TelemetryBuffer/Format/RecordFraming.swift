@@ -1,4 +1,5 @@
 import CTelemetrySignals
+import Foundation
 
 /// The one framing of every buffer the library keeps, in memory or in a file, as defined once in
 /// `BufferFormat.h` (which the crash handler reads too; `FormatAgreementTests` checks the two agree):
@@ -90,6 +91,10 @@ enum RecordFraming {
                 envelopeCount: UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: publicationOffset + Int(TB_MARKER_COUNT_SHIFT) / 8, as: UInt16.self)))
         }
     }
+
+    /// Now, as a header's creation time: microseconds since 1970, 0 for a clock set before it (which trapped
+    /// converting to unsigned at every start).
+    static func createdNow() -> UInt64 { UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000)) }
 
     /// Writes a fresh header with no records, for one lane or, given their starts, several.
     static func writeHeader(kind: Kind, createdMicros: UInt64, laneStarts: [Int] = [], to base: UnsafeMutableRawPointer) {

@@ -45,7 +45,7 @@ final class AsyncIOCache {
         let fd = try FileSystem.openFile(path, O_RDWR | O_CREAT | (truncating ? O_TRUNC : 0))
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         header.withUnsafeMutableBytes {
-            RecordFraming.writeHeader(kind: .asyncIOCache, createdMicros: UInt64(Date().timeIntervalSince1970 * 1_000_000),
+            RecordFraming.writeHeader(kind: .asyncIOCache, createdMicros: RecordFraming.createdNow(),
                                       to: $0.baseAddress!)
         }
         do {

@@ -101,7 +101,7 @@ final class RecordRegion {
     /// A fresh header: no records, an idle marker, the creation time now.
     private static func initialize(_ base: UnsafeMutableRawPointer, kind: RecordFraming.Kind, lanes: UnsafeMutablePointer<Lane>, count: Int) {
         let starts: [Int] = count == 1 ? [] : (0..<count).map { lane in base.distance(to: lanes[lane].records) }
-        RecordFraming.writeHeader(kind: kind, createdMicros: UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000)),
+        RecordFraming.writeHeader(kind: kind, createdMicros: RecordFraming.createdNow(),
                                   laneStarts: starts, to: base)
     }
 
@@ -258,8 +258,7 @@ final class RecordRegion {
             tb_store_release_u64(lanes[lane].committed, 0)
         }
         try mark(.idle)
-        let micros = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000))
-        base.storeBytes(of: micros.littleEndian, toByteOffset: RecordFraming.createdOffset, as: UInt64.self)
+        base.storeBytes(of: RecordFraming.createdNow().littleEndian, toByteOffset: RecordFraming.createdOffset, as: UInt64.self)
     }
 }
 

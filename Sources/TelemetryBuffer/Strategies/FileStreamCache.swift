@@ -81,7 +81,7 @@ final class FileStreamCache: BufferStrategy, @unchecked Sendable {
         let descriptor = try FileSystem.openFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)
         var header = [UInt8](repeating: 0, count: RecordFraming.headerSize)
         header.withUnsafeMutableBytes {
-            RecordFraming.writeHeader(kind: .streamCache, createdMicros: UInt64(Date().timeIntervalSince1970 * 1_000_000),
+            RecordFraming.writeHeader(kind: .streamCache, createdMicros: RecordFraming.createdNow(),
                                       to: $0.baseAddress!)
         }
         do {

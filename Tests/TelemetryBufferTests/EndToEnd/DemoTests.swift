@@ -71,6 +71,29 @@ final class DemoTests: XCTestCase {
         }
     }
 
+    /// A system clock set before 1970 (a device whose clock was reset, at boot), under libfaketime: every
+    /// strategy takes and delivers every item, and a recovery in a process with a right clock publishes each
+    /// once. The creation times in file headers (unsigned µs since 1970) trapped on converting a negative
+    /// time: every start of the IO cache and of the stream cache.
+    func testAClockBefore1970LosesNothing() throws {
+        guard let faketime = ["/usr/bin/faketime", "/bin/faketime"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
+            throw XCTSkip("needs faketime (Debian: apt-get install faketime)")
+        }
+        for strategy in Options.Strategy.allCases {
+            directory.remove()
+            directory = try TemporaryDirectory()
+            // The wall clock only: a device's monotonic clock does not go back with it.
+            let stress = try Demo.run(["FAKETIME_DONT_FAKE_MONOTONIC=1", faketime, "1969-12-31 12:00:00", Demo.executable.path, "stress",
+                                       "--dir", directory.url.path, "--strategy", strategy.rawValue, "--count", "300", "--spans", "--metrics",
+                                       "--io-sync-ms", "10", "--pace-us", "200", "--max-envelopes", "100000"],
+                                      program: URL(fileURLWithPath: "/usr/bin/env"))
+            XCTAssertEqual(stress.status, 0, "\(strategy): \(stress.errors.suffix(1500))")
+            let recovery = try Demo.recover(directory, strategy)
+            XCTAssertEqual(recovery.status, 0, recovery.errors)
+            try assertDelivered(stress, in: directory, spans: true, metrics: true, crashSafe: true, "\(strategy), clock at 1969")
+        }
+    }
+
     func testASecondProcessOnTheSameFolderFailsClearly() throws {
         var options = Options(dsn: demoDefaultDSN)
         options.cacheDirectory = directory.url
