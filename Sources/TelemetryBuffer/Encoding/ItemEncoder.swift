@@ -188,7 +188,8 @@ struct ItemEncoder: Sendable {
         writer.raw(",\"start_timestamp\":")
         writer.timestamp(span.startTimestamp)
         writer.raw(",\"end_timestamp\":")
-        writer.timestamp(span.endTimestamp)
+        // Not before the start (the wall clock set back while it ran): Sentry takes that for an invalid span.
+        writer.timestamp(max(span.endTimestamp, span.startTimestamp))
         writer.raw(",\"attributes\":")
         if let set {
             attributes(span.attributes, defaults: set.spans, sequence: nil, common: span, into: &writer)

@@ -77,7 +77,8 @@ extension TelemetryBuffer {
         ///   - status: Whether it ended well.
         ///   - isSegment: Whether it is the root of its service's part of the trace.
         ///   - startTimestamp: When it started.
-        ///   - endTimestamp: When it ended.
+        ///   - endTimestamp: When it ended; one before `startTimestamp` (the wall clock set back while it ran)
+        ///     is sent as `startTimestamp`.
         ///   - attributes: Typed attributes, sent in this order after the buffer's defaults and the
         ///     common attributes below; one with a key of theirs replaces it.
         ///   - links: Links to spans of other traces.

@@ -116,6 +116,16 @@ final class ItemEncoderTests: XCTestCase {
         XCTAssertNil(Array("{\"span_id\":\"x\"}".utf8).withUnsafeBytes { ItemEncoder.traceID(ofSpan: $0) })
     }
 
+    /// A span that ended before it started (the wall clock set back while it ran) ends when it started:
+    /// Sentry takes an end before the start for an invalid span.
+    func testASpanEndingBeforeItStartedEndsAtItsStart() throws {
+        let span = Span(traceID: trace, spanID: SpanID(2), name: "clock set back", isSegment: true,
+                        startTimestamp: Date(timeIntervalSince1970: 1_767_261_600.5), endTimestamp: Date(timeIntervalSince1970: 1_767_261_590))
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(encoded(span).utf8)) as? [String: Any])
+        XCTAssertEqual(json["start_timestamp"] as? Double, 1_767_261_600.5)
+        XCTAssertEqual(json["end_timestamp"] as? Double, 1_767_261_600.5)
+    }
+
     func testIDsParseAndPrint() {
         XCTAssertEqual(TraceID("4F2B8E1C9A7D43E6B0C5D1E2F3A4B5C6")?.description, "4f2b8e1c9a7d43e6b0c5d1e2f3a4b5c6")
         XCTAssertNil(TraceID("4f2b"))
