@@ -35,8 +35,10 @@ struct BufferAssembly: Sendable {
         var defaults: Attributes = [
             "sentry.sdk.name": .string(options.sdkName), "sentry.sdk.version": .string(options.sdkVersion),
         ]
-        if let environment = options.environment { defaults["sentry.environment"] = .string(environment) }
-        if let release = options.release { defaults["sentry.release"] = .string(release) }
+        // An empty one is none (the protocol omits empty common attributes).
+        let environment = options.environment.flatMap { $0.isEmpty ? nil : $0 }, release = options.release.flatMap { $0.isEmpty ? nil : $0 }
+        if let environment { defaults["sentry.environment"] = .string(environment) }
+        if let release { defaults["sentry.release"] = .string(release) }
         // Where the app runs: on logs the OS and the device, on spans the OS (see `DeviceContext`).
         var logDefaults = defaults, spanDefaults = defaults
         for attribute in DeviceContext.logAttributes { logDefaults[attribute.key] = attribute.value }
@@ -47,7 +49,7 @@ struct BufferAssembly: Sendable {
         let envelopes = EnvelopeEncoder(
             dsn: dsn, sdkName: options.sdkName, sdkVersion: options.sdkVersion,
             sampling: .init(publicKey: dsn.publicKey, sampleRate: options.tracesSampleRate,
-                            release: options.release, environment: options.environment,
+                            release: release, environment: environment,
                             organizationID: dsn.organizationID))
         batcher = EnvelopeBatcher(
             encoder: envelopes, reports: reports, diagnostics: diagnostics,

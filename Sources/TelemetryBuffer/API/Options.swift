@@ -69,9 +69,10 @@ extension TelemetryBuffer {
         public var sdkName = "sentry.swift.telemetry-buffer"
         /// The SDK version, sent in envelope headers and as the `sentry.sdk.version` attribute.
         public var sdkVersion = TelemetryBuffer.version
-        /// Added to every item as `sentry.environment` and to span envelopes' sampling context.
+        /// Added to every item as `sentry.environment` and to span envelopes' sampling context (an empty one is
+        /// none).
         public var environment: String?
-        /// Added to every item as `sentry.release` and to span envelopes' sampling context.
+        /// Added to every item as `sentry.release` and to span envelopes' sampling context (an empty one is none).
         public var release: String?
         /// The trace sample rate the app samples with, sent as `sample_rate` of span envelopes' sampling
         /// context (every span that reaches the buffer was sampled), with a `sample_rand` below it derived from

@@ -155,6 +155,29 @@ final class EnvelopeEncoderTests: XCTestCase {
         XCTAssertEqual(attributes["sentry.sdk.version"]?["value"] as? String, TelemetryBuffer.version)
     }
 
+    /// An empty release or environment is none: omitted from items and the sampling context (the protocol
+    /// omits empty common attributes), where it went as `""` on every item.
+    func testAnEmptyReleaseOrEnvironmentIsOmitted() throws {
+        let buffer = try TelemetryBuffer(options: testOptions(directory) {
+            $0.release = ""
+            $0.environment = ""
+        })
+        defer { buffer.close() }
+        buffer.add(span: .test("s", trace: trace))
+        buffer.add(log: .test("l"))
+        buffer.flush()
+        let envelopes = try walkEnvelopes(in: buffer.envelopesDirectory)
+        XCTAssertEqual(envelopes.count, 2)
+        for envelope in envelopes {
+            let context = envelope.header["trace"] as? [String: String] ?? [:]
+            XCTAssertNil(context["release"])
+            XCTAssertNil(context["environment"])
+            let attributes = try XCTUnwrap(envelope.elements.first?["attributes"] as? [String: [String: Any]])
+            XCTAssertNil(attributes["sentry.release"])
+            XCTAssertNil(attributes["sentry.environment"])
+        }
+    }
+
     /// The buffer's own sampling context holds a `sample_rand` (spans added without a tracer's context, or
     /// recovered after a restart): 6 decimals, below the rate (every buffered span was sampled, and
     /// `sample_rand < sample_rate` ⇔ sampled), from the trace ID, so that another process, and another

@@ -155,8 +155,9 @@ public struct TelemetryBufferTracer: Tracer {
            let organization = UInt64(host[host.index(after: host.startIndex)..<dot]) {
             dsc["org_id"] = String(organization)
         }
-        if let release = buffer.options.release { dsc["release"] = release }
-        if let environment = buffer.options.environment { dsc["environment"] = environment }
+        // An empty one is none, as the buffer has it.
+        if let release = buffer.options.release, !release.isEmpty { dsc["release"] = release }
+        if let environment = buffer.options.environment, !environment.isEmpty { dsc["environment"] = environment }
         return dsc
     }
 
