@@ -203,6 +203,35 @@ final class CrashTests: XCTestCase {
         }
     }
 
+    /// A reporter installed after the buffer that calls nothing it replaced, then the last buffer closed and
+    /// a new one made: the new one's handler goes over the reporter, and runs at the crash (FlushAll's file),
+    /// as a buffer made after any reporter does. (Kept installed under the reporter at the close, the new
+    /// buffer's install skipped it, and its items went with the process.)
+    func testABufferMadeAgainOverAReporterThatDoesNotChainStillWritesItsItems() throws {
+        let run = try crash("abort", strategy: .flushAll, ["--replacing-reporter", "--reopen"])
+        XCTAssertEqual(run.status, -SIGABRT, run.errors.suffix(1500).description)
+        XCTAssertEqual(run.errors.components(separatedBy: "replacing reporter called").count - 1, 1)
+        XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
+        try assertRecoveredExactlyOnce(run, count: 60, "a replacing reporter")
+    }
+
+    /// A previous handler that puts the default action back and raises the signal again, for a signal sent
+    /// to the process (a SIGSEGV by `kill`, a SIGTERM): the process dies of it once our handler returns, and
+    /// FlushAll's file stays. (Taken for survived, our handler undid its writes at once: the items lost.)
+    func testAPreviousHandlerThatRaisesASentSignalAgainKeepsTheFile() throws {
+        for (kind, signal, extra) in [("sent-segv", SIGSEGV, [String]()), ("term", SIGTERM, ["--sigterm"])] {
+            let folder = try TemporaryDirectory()
+            directory.remove()  // setUp's, or the last case's: one folder per case
+            directory = folder
+            defer { folder.remove() }
+            let run = try crash(kind, strategy: .flushAll, ["--previous-handler"] + extra)
+            XCTAssertEqual(run.status, -signal, "\(kind): \(run.errors.suffix(1500))")
+            XCTAssertTrue(run.errors.contains("previous handler called"), kind)
+            XCTAssertEqual(terminationFiles(), ["detected-termination-0"], kind)
+            try assertRecoveredExactlyOnce(run, count: 60, kind)
+        }
+    }
+
     /// The SIGBUS Linux sends for a memory error found in the background (`BUS_MCEERR_AO`, a code above 0 as
     /// a fault's) does not recur at an instruction: it is raised again, and ends the process as the default
     /// action would. It was taken for a fault: the default action put back, the handler returned, and the
