@@ -70,9 +70,10 @@ extension TelemetryBuffer {
         /// The SDK version, sent in envelope headers and as the `sentry.sdk.version` attribute.
         public var sdkVersion = TelemetryBuffer.version
         /// Added to every item as `sentry.environment` and to span envelopes' sampling context (an empty one is
-        /// none).
+        /// none). At most 64 characters, Sentry's limit.
         public var environment: String?
         /// Added to every item as `sentry.release` and to span envelopes' sampling context (an empty one is none).
+        /// At most 200 characters, Sentry's limit.
         public var release: String?
         /// The trace sample rate the app samples with, sent as `sample_rate` of span envelopes' sampling
         /// context (every span that reaches the buffer was sampled), with a `sample_rand` below it derived from
@@ -204,7 +205,13 @@ extension TelemetryBuffer {
             try check(maxEnvelopeAge > 0, "maxEnvelopeAge", "must be more than 0 seconds, not \(maxEnvelopeAge)")
             try check(tracesSampleRate > 0 && tracesSampleRate <= 1, "tracesSampleRate",
                       "must be more than 0 and at most 1, not \(tracesSampleRate)")
+            // Sentry's own limits; they also keep every envelope's header small (a release of megabytes made
+            // span envelopes larger than any the uploader sends).
+            try check((release?.count ?? 0) <= 200, "release", "must be at most 200 characters (Sentry's limit)")
+            try check((environment?.count ?? 0) <= 64, "environment", "must be at most 64 characters (Sentry's limit)")
             try check(!sdkName.isEmpty, "sdkName", "must not be empty")
+            try check(sdkName.count <= 200 && sdkVersion.count <= 200, sdkName.count > 200 ? "sdkName" : "sdkVersion",
+                      "must be at most 200 characters")
             try check(!sdkVersion.isEmpty, "sdkVersion", "must not be empty")
             for (name, value) in [("sdkName", sdkName), ("sdkVersion", sdkVersion)] {
                 try check(DSN.fitsAuthHeader(value), name,

@@ -44,6 +44,12 @@ final class OptionsTests: XCTestCase {
         assertInvalid("sdkName") { $0.sdkName = "sdk\u{85}" }
         assertInvalid("sdkVersion") { $0.sdkVersion = "1.0\r\nX-Injected: 1" }
         assertInvalid("ioSyncInterval") { $0.ioSyncInterval = 0 }
+        // Sentry's own limits; a release of megabytes made every span envelope larger than any the uploader
+        // sends (deleted, counted as nothing).
+        assertInvalid("release") { $0.release = String(repeating: "r", count: 201) }
+        assertInvalid("environment") { $0.environment = String(repeating: "e", count: 65) }
+        assertInvalid("sdkName") { $0.sdkName = String(repeating: "s", count: 201) }
+        assertInvalid("sdkVersion") { $0.sdkVersion = String(repeating: "1", count: 201) }
         // A NaN backoff made the uploader retry without waiting.
         assertInvalid("uploadOptions.pacing") { $0.uploadOptions.pacing = -0.1 }
         assertInvalid("uploadOptions.backoffBase") { $0.uploadOptions.backoffBase = .nan }
@@ -59,6 +65,8 @@ final class OptionsTests: XCTestCase {
             $0.maxLogsPerBatch = 100
             $0.maxSpansPerBatch = 1000
             $0.maxBatchBytes = 1 << 20
+            $0.release = String(repeating: "r", count: 200)
+            $0.environment = String(repeating: "é", count: 64)
         }).close()
         // The classes that keep closed files locked, with the strategies that cope with them.
         for (protection, strategy) in [(FileProtection.complete, Options.Strategy.fileStreamCache), (.completeUnlessOpen, .flushAll)] {
