@@ -78,23 +78,21 @@ void tb_demo_install_chaining_reporter(void) {
     }
 }
 
-/// As a reporter that does not chain: report, then the default action and the signal raised again.
-static void replacing_reporter(int signal, siginfo_t *info, void *context) {
+/// As KSCrash and SentryCrash hand on: report, then put back the action saved at install and raise the
+/// signal again.
+static void restoring_reporter(int signal, siginfo_t *info, void *context) {
     (void)info;
     (void)context;
-    tb_demo_say_error("replacing reporter called\n");
-    struct sigaction fallback;
-    memset(&fallback, 0, sizeof fallback);
-    fallback.sa_handler = SIG_DFL;
-    sigaction(signal, &fallback, NULL);
+    tb_demo_say_error("restoring reporter called\n");
+    sigaction(signal, &chaining_previous[reporter_index(signal)], NULL);
     raise(signal);
 }
 
-void tb_demo_install_replacing_reporter(void) {
+void tb_demo_install_restoring_reporter(void) {
     for (int index = 0; index < REPORTER_SIGNALS; index++) {
         struct sigaction action;
         memset(&action, 0, sizeof action);
-        action.sa_sigaction = replacing_reporter;
+        action.sa_sigaction = restoring_reporter;
         action.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&action.sa_mask);
         sigaction(reporter_signals[index], &action, &chaining_previous[index]);

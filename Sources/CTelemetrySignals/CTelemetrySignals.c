@@ -1,7 +1,7 @@
 // The crash handler. Everything reachable from `handle` is async-signal-safe: it reads state prepared
 // in advance (lock-free, atomics only), calls only open/write/fsync (F_FULLFSYNC on Apple platforms)/
 // close/rename/unlink (their *at forms on prepared folder descriptors), clock_gettime, nanosleep,
-// sigaction, pthread_sigmask and raise, and allocates nothing.
+// sigaction, pthread_sigmask, sigpending, the sigset_t operations and raise, and allocates nothing.
 #include "CTelemetrySignals.h"
 
 #if defined(__APPLE__)
@@ -24,11 +24,6 @@ enum { SIGNAL_COUNT = 8, FATAL_COUNT = 7, HEADER = TB_HEADER_SIZE };
 static const int signals_handled[SIGNAL_COUNT] = { SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS, SIGTERM };
 static struct sigaction previous_actions[SIGNAL_COUNT];
 static int installed[SIGNAL_COUNT];
-// The action before our first install, for a handler entered again while it hands the signal on (see
-// `chain`): an install after a close takes a reporter installed over ours for ours's previous action, and
-// one that calls its own previous action calls ours back.
-static struct sigaction first_previous_actions[SIGNAL_COUNT];
-static int has_first_previous[SIGNAL_COUNT];
 
 typedef struct slot {
     int state;    // 0 free, 1 being filled, 2 ready
@@ -297,23 +292,10 @@ static int recurs_by_itself(int signal, const siginfo_t *info) {
 /// SA_SIGINFO handler is called with the original info and context (so a backtracer sees the crash, not
 /// us), and a plain handler is called. Returns 1 when the default action will end the process once the
 /// handler returns, else 0.
-///
-/// `nested`: our handler was entered again on the thread that hands the signal on, from the action it
-/// hands on to (a reporter installed over ours, whose previous action is ours, that ours was installed over
-/// again after a close) or from a fault in it. Handing on to that again would go round without end: the
-/// action from before our first install goes instead, or the default one.
-static int chain(int signal, siginfo_t *info, void *context, int nested) {
+static int chain(int signal, siginfo_t *info, void *context) {
     int index = signal_index(signal);
     if (index < 0) return 0;
     struct sigaction previous = previous_actions[index], current;
-    if (nested) {
-        if (has_first_previous[index]) {
-            previous = first_previous_actions[index];
-        } else {
-            memset(&previous, 0, sizeof previous);
-            previous.sa_handler = SIG_DFL;
-        }
-    }
     if (sigaction(signal, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle) {
         sigaction(signal, &previous, NULL);
     }
@@ -373,7 +355,7 @@ static void write_and_chain(int signal, siginfo_t *info, void *context, int agai
     __atomic_store_n(&phase, WRITING, __ATOMIC_RELEASE);
     write_targets(again);
     __atomic_store_n(&phase, HANDING_ON, __ATOMIC_RELEASE);
-    int raised = chain(signal, info, context, 0);
+    int raised = chain(signal, info, context);
     // Still here: the process may survive, or die a moment later (see `owner`). A signal sent to it (not a
     // fault, which returns to its instruction, nor SIGABRT, which `abort()` raises again) whose default
     // action was not raised cannot come back by itself: it is settled now, and adds go on at once.
@@ -396,7 +378,7 @@ static void handle(int signal, siginfo_t *info, void *context) {
     uintptr_t self = (uintptr_t)pthread_self();
     if (tb_in_forked_child()) {
         // The parent's folder and lists: not ours to write.
-        chain(signal, info, context, 0);
+        chain(signal, info, context);
         errno = saved_errno;
         return;
     }
@@ -428,7 +410,7 @@ static void handle(int signal, siginfo_t *info, void *context) {
             }
             if (attempt == 0 && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == IDLE && __atomic_load_n(&owner, __ATOMIC_ACQUIRE) == 0) continue;
         }
-        chain(signal, info, context, expected == self && __atomic_load_n(&phase, __ATOMIC_ACQUIRE) == HANDING_ON);
+        chain(signal, info, context);
         break;
     }
     errno = saved_errno;
@@ -504,10 +486,6 @@ int tb_crash_install(int signals) {
         // sa_handler shares storage with sa_sigaction: SIG_IGN whatever the flags say.
         if (signals_handled[index] == SIGTERM && current.sa_handler == SIG_IGN) continue;
         previous_actions[index] = current;
-        if (!has_first_previous[index]) {
-            first_previous_actions[index] = current;
-            has_first_previous[index] = 1;
-        }
         if (install_one(index) != 0) return errno;
         installed[index] = 1;
     }
@@ -518,13 +496,20 @@ void tb_crash_uninstall(void) {
     for (int index = 0; index < SIGNAL_COUNT; index++) {
         if (!installed[index]) continue;
         struct sigaction current;
-        // Someone installed after us: leave theirs (they may chain to us, and we stay harmless: with no
-        // buffer, ours writes nothing and hands the signal on).
-        if (sigaction(signals_handled[index], NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO)
-            && current.sa_sigaction == handle) {
+        if (sigaction(signals_handled[index], NULL, &current) != 0) continue;
+        if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle) {
             sigaction(signals_handled[index], &previous_actions[index], NULL);
+            installed[index] = 0;
+        } else if (same_action(&current, &previous_actions[index]) || current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN) {
+            // Put back by `chain` (a close from the previous handler itself), or its default for a reset:
+            // nothing calls ours.
+            installed[index] = 0;
         }
-        installed[index] = 0;
+        // Else someone installed after us: theirs stays, and so does ours in their chain (with no buffer,
+        // it writes nothing and hands the signal on to the action saved here). It stays installed, so that
+        // the next install does not take their action for what came before ours: it calls or restores ours,
+        // and ours installed over it again would go round without end. A buffer made then is reached through
+        // it, as one made before it was (one that neither calls nor restores ours hides both alike).
     }
 }
 

@@ -30,11 +30,11 @@ void tb_demo_wait_then_exit(int fd);
 /// then calls the action it replaced, as PLCrashReporter and Bugsnag chain.
 void tb_demo_install_chaining_reporter(void);
 
-/// Installs a crash reporter's handler for the fatal signals that says `replacing reporter called`, then
-/// puts the default action back and raises the signal again: it calls nothing it replaced.
-void tb_demo_install_replacing_reporter(void);
+/// Installs a crash reporter's handler for the fatal signals that says `restoring reporter called`, then
+/// puts back the action it replaced and raises the signal again, as KSCrash and SentryCrash hand on.
+void tb_demo_install_restoring_reporter(void);
 
-/// Puts back the actions `tb_demo_install_chaining_reporter` (or `…replacing…`) replaced.
+/// Puts back the actions `tb_demo_install_chaining_reporter` (or `…restoring…`) replaced.
 void tb_demo_uninstall_chaining_reporter(void);
 
 /// Installs, for the fatal signals, a plain handler with SA_RESETHAND and SIGUSR1 in its mask, which says
