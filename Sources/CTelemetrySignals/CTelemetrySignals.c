@@ -24,6 +24,10 @@ enum { SIGNAL_COUNT = 8, FATAL_COUNT = 7, HEADER = TB_HEADER_SIZE };
 static const int signals_handled[SIGNAL_COUNT] = { SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP, SIGSYS, SIGTERM };
 static struct sigaction previous_actions[SIGNAL_COUNT];
 static int installed[SIGNAL_COUNT];
+// The action in place once the previous action, called by `chain`, returned: one it put there (a reporter
+// that restores what it saw at its install), which was there before ours and so does not call ours.
+static struct sigaction handed_to_actions[SIGNAL_COUNT];
+static int has_handed_to[SIGNAL_COUNT];
 
 typedef struct slot {
     int state;    // 0 free, 1 being filled, 2 ready
@@ -291,14 +295,14 @@ static int recurs_by_itself(int signal, const siginfo_t *info) {
 /// still ends the process when its instruction runs again: the kernel does not let a fault be ignored), an
 /// SA_SIGINFO handler is called with the original info and context (so a backtracer sees the crash, not
 /// us), and a plain handler is called. Returns 1 when the default action will end the process once the
-/// handler returns, else 0.
+/// handler returns, or the signal waits to be delivered again then; else 0.
 static int chain(int signal, siginfo_t *info, void *context) {
     int index = signal_index(signal);
     if (index < 0) return 0;
     struct sigaction previous = previous_actions[index], current;
-    if (sigaction(signal, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle) {
-        sigaction(signal, &previous, NULL);
-    }
+    // Whether ours was the installed action (else it was called by one installed after it).
+    int ours = sigaction(signal, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle;
+    if (ours) sigaction(signal, &previous, NULL);
     // sa_handler and sa_sigaction share storage: SIG_DFL and SIG_IGN are checked before SA_SIGINFO.
     if (previous.sa_handler == SIG_DFL) {
         // SIG_DFL even over a handler installed after ours that chained to us, which the recurring fault
@@ -338,11 +342,15 @@ static int chain(int signal, siginfo_t *info, void *context) {
         } else {
             previous.sa_handler(signal);
         }
-        // It raised the signal again (`signal(SIG_DFL); raise()`, held by the mask until ours returns):
-        // with the default action in place, that ends the process.
+        if (ours && sigaction(signal, NULL, &current) == 0) {
+            handed_to_actions[index] = current;
+            has_handed_to[index] = 1;
+        }
+        // It raised the signal again (`signal(SIG_DFL); raise()`, or a reporter's own action put back and
+        // raised), held by the mask until ours returns: whatever comes of it, the process has not survived
+        // yet. The settle a second later decides, if it lives on.
         sigset_t pending;
-        if (sigpending(&pending) == 0 && sigismember(&pending, signal) && sigaction(signal, NULL, &current) == 0
-            && current.sa_handler == SIG_DFL) return 1;
+        if (sigpending(&pending) == 0 && sigismember(&pending, signal)) return 1;
     }
     return 0;
 }
@@ -432,11 +440,17 @@ static int settle(int now) {
     int expected = RETURNED;
     if (!__atomic_compare_exchange_n(&phase, &expected, SETTLING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return 1;
     undo_targets();
-    // Take back the signals whose previous action `chain` put back, unless someone changed them since.
+    // Take back the signals whose previous action `chain` put back, or the action that one left in place
+    // (from before ours: it becomes ours's previous), unless someone changed them since.
     for (int index = 0; index < SIGNAL_COUNT; index++) {
         struct sigaction current_action;
-        if (installed[index] && sigaction(signals_handled[index], NULL, &current_action) == 0
-            && same_action(&current_action, &previous_actions[index])) install_one(index);
+        if (!installed[index] || sigaction(signals_handled[index], NULL, &current_action) != 0) continue;
+        if (same_action(&current_action, &previous_actions[index])
+            || (has_handed_to[index] && same_action(&current_action, &handed_to_actions[index]))) {
+            previous_actions[index] = current_action;
+            install_one(index);
+        }
+        has_handed_to[index] = 0;
     }
     __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&phase, IDLE, __ATOMIC_RELEASE);
@@ -500,9 +514,10 @@ void tb_crash_uninstall(void) {
         if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle) {
             sigaction(signals_handled[index], &previous_actions[index], NULL);
             installed[index] = 0;
-        } else if (same_action(&current, &previous_actions[index]) || current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN) {
-            // Put back by `chain` (a close from the previous handler itself), or its default for a reset:
-            // nothing calls ours.
+        } else if (same_action(&current, &previous_actions[index]) || current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN
+                   || (has_handed_to[index] && same_action(&current, &handed_to_actions[index]))) {
+            // Put back by `chain` (a close from the previous handler itself), or its default for a reset, or
+            // left by the previous action: nothing calls ours.
             installed[index] = 0;
         }
         // Else someone installed after us: theirs stays, and so does ours in their chain (with no buffer,

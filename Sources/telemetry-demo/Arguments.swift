@@ -20,7 +20,7 @@ struct Arguments {
                                       [--when-held] [--survive-first [--then-pace-us N]] [--fork-child [--child-exits]] [--previous-closes]
                                       [--close-while-crashing --other-dir D] [--remove-at N [--during-removal]]
                                       [--helpers H] [--crash-while-crashing] [--survive-then-register]
-                                      [--reporter before|after] [--chaining-reporter|--restoring-reporter [--reopen [--reporter-uninstalls]]]
+                                      [--reporter before|after] [--chaining-reporter|--restoring-reporter [--reporter-first | --reopen [--reporter-uninstalls]]]
                                       [--resetting-handler] [--io-sync-ms N] [--pace-us N]
         crash kinds: segv abort fatal unwrap overflow index stack thread bus bus-optional sent-segv kill term
         strategies: flushAll | fileStreamCache | doubleRotatingBuffer
@@ -33,7 +33,7 @@ struct Arguments {
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("--") else { throw DemoError("unexpected argument '\(argument)'") }
             let name = String(argument.dropFirst(2))
-            if ["spans", "metrics", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "child-exits", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal", "exit-holding", "chaining-reporter", "restoring-reporter", "reopen", "reporter-uninstalls",
+            if ["spans", "metrics", "no-close", "help", "previous-handler", "sigterm", "when-held", "survive-first", "fork-child", "child-exits", "close-while-crashing", "crash-while-crashing", "survive-then-register", "previous-closes", "exhaust-descriptors", "during-removal", "exit-holding", "chaining-reporter", "restoring-reporter", "reporter-first", "reopen", "reporter-uninstalls",
                 "resetting-handler"].contains(name) {
                 switches.insert(name)
             } else if let value = rest.popFirst() {

@@ -21,7 +21,9 @@ import Musl
 /// crash first. With `--chaining-reporter`, a reporter that calls the action it replaced is installed
 /// after the buffer; with `--reopen` as well, the buffers are closed and made again after it (and with
 /// `--reporter-uninstalls`, it puts back what it replaced in between); `--restoring-reporter` installs one
-/// that puts back what it replaced and raises the signal again instead. With `--resetting-handler`, a handler
+/// that puts back what it replaced and raises the signal again instead; with `--reporter-first`, either is
+/// installed before the buffer instead (after `--previous-handler`'s or `--survive-first`'s handler). With
+/// `--resetting-handler`, a handler
 /// with SA_RESETHAND and a mask (`tb_demo_install_resetting_handler`) is installed before the buffer.
 /// With `--survive-first`, a SIGSEGV sent to the process is survived after N items (a previous
 /// handler returns) and a flush follows; with `--then-pace-us P` as well, an abort is survived instead
@@ -47,6 +49,11 @@ enum Crash {
             throw DemoError("--reporter takes before or after (the buffer)")
         }
         if reporter == "before" { StandInReporter.install() }
+        let signalReporter = arguments.flag("chaining-reporter") || arguments.flag("restoring-reporter")
+        let installSignalReporter = {
+            if arguments.flag("chaining-reporter") { tb_demo_install_chaining_reporter() } else { tb_demo_install_restoring_reporter() }
+        }
+        if signalReporter, arguments.flag("reporter-first") { installSignalReporter() }
         var options = try options(arguments, directory: directory)
         options.handleSIGTERM = arguments.flag("sigterm")
         var buffers = [try TelemetryBuffer(options: options)]
@@ -58,8 +65,8 @@ enum Crash {
             buffers.append(try TelemetryBuffer(options: options))
         }
         if reporter == "after" { StandInReporter.install() }
-        if arguments.flag("chaining-reporter") || arguments.flag("restoring-reporter") {
-            if arguments.flag("chaining-reporter") { tb_demo_install_chaining_reporter() } else { tb_demo_install_restoring_reporter() }
+        if signalReporter, !arguments.flag("reporter-first") {
+            installSignalReporter()
             if arguments.flag("reopen") {
                 // The last buffer closes while the reporter chains to its handler (and, with
                 // `--reporter-uninstalls`, the reporter then leaves), and a new one is made.

@@ -227,6 +227,31 @@ final class CrashTests: XCTestCase {
         }
     }
 
+    /// A reporter installed before the buffer, over a previous handler, that puts back what it saw and raises
+    /// the signal again (KSCrash, SentryCrash), for a signal sent to the process: it then dies of that
+    /// handler's default action, and FlushAll's file stays. (With the reporter's action, not the default
+    /// one, in place, the signal was taken for survived and our writes undone at once: the items lost.)
+    func testARestoringReporterBeforeTheBufferKeepsTheFileOfASentSignal() throws {
+        let run = try crash("sent-segv", strategy: .flushAll, ["--previous-handler", "--restoring-reporter", "--reporter-first"])
+        XCTAssertEqual(run.status, -SIGSEGV, run.errors.suffix(1500).description)
+        XCTAssertTrue(run.errors.contains("restoring reporter called"), run.errors)
+        XCTAssertTrue(run.errors.contains("previous handler called"), run.errors)
+        XCTAssertEqual(terminationFiles(), ["detected-termination-0"])
+        try assertRecoveredExactlyOnce(run, count: 60, "a restoring reporter first")
+    }
+
+    /// A signal survived under a reporter installed before the buffer that puts back what it saw (the
+    /// handler before it) and raises the signal again: ours is re-armed over that handler, and the real
+    /// crash later writes FlushAll's items. (Ours was left out, and the items after the survived signal went
+    /// with the process.)
+    func testASurvivedSignalUnderARestoringReporterReArmsTheHandler() throws {
+        let run = try crash("segv", strategy: .flushAll, after: 150, ["--survive-first", "--restoring-reporter", "--reporter-first"])
+        XCTAssertEqual(run.status, -SIGSEGV, run.errors.suffix(1500).description)
+        XCTAssertTrue(run.errors.contains("previous handler returned"), run.errors)
+        XCTAssertFalse(terminationFiles().isEmpty, "the real crash was written")
+        try assertRecoveredExactlyOnce(run, count: 300, "a survived signal under a restoring reporter")
+    }
+
     /// The SIGBUS Linux sends for a memory error found in the background (`BUS_MCEERR_AO`, a code above 0 as
     /// a fault's) does not recur at an instruction: it is raised again, and ends the process as the default
     /// action would. It was taken for a fault: the default action put back, the handler returned, and the
