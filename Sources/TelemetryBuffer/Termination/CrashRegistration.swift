@@ -21,7 +21,8 @@ struct CrashPlan {
 /// Everything the handler needs is prepared here, in advance: an open folder descriptor, the regions'
 /// addresses and sizes, and the names of the files to write them to, in memory that lives until
 /// `unregister`. The handler is installed while at least one registration lives; when the last one goes,
-/// the previous signal actions are restored exactly.
+/// the previous signal actions are restored exactly (unless a reporter was installed over ours: it stays, and
+/// ours in its chain).
 ///
 /// `@unchecked Sendable`: set once in `init`; the names' memory (raw) and the regions are only read, by the
 /// handler, until `unregister` frees the one and lets go of the other.
