@@ -342,7 +342,7 @@ static int chain(int signal, siginfo_t *info, void *context) {
         } else {
             previous.sa_handler(signal);
         }
-        if (ours && sigaction(signal, NULL, &current) == 0) {
+        if (ours && sigaction(signal, NULL, &current) == 0 && !((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == handle)) {
             handed_to_actions[index] = current;
             has_handed_to[index] = 1;
         }
@@ -444,9 +444,9 @@ static int settle(int now) {
     // (from before ours: it becomes ours's previous), unless someone changed them since.
     for (int index = 0; index < SIGNAL_COUNT; index++) {
         struct sigaction current_action;
-        if (!installed[index] || sigaction(signals_handled[index], NULL, &current_action) != 0) continue;
-        if (same_action(&current_action, &previous_actions[index])
-            || (has_handed_to[index] && same_action(&current_action, &handed_to_actions[index]))) {
+        if (installed[index] && sigaction(signals_handled[index], NULL, &current_action) == 0
+            && (same_action(&current_action, &previous_actions[index])
+                || (has_handed_to[index] && same_action(&current_action, &handed_to_actions[index])))) {
             previous_actions[index] = current_action;
             install_one(index);
         }
