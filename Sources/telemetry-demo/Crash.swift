@@ -23,8 +23,8 @@ import Musl
 /// `--reporter-uninstalls`, it puts back what it replaced in between); `--restoring-reporter` installs one
 /// that puts back what it replaced and raises the signal again instead; with `--reporter-first`, either is
 /// installed before the buffer instead (after `--previous-handler`'s or `--survive-first`'s handler). With
-/// `--resetting-handler`, a handler
-/// with SA_RESETHAND and a mask (`tb_demo_install_resetting_handler`) is installed before the buffer.
+/// `--resetting-handler`, a handler with SA_RESETHAND and a mask (`tb_demo_install_resetting_handler`) is
+/// installed before the buffer.
 /// With `--survive-first`, a SIGSEGV sent to the process is survived after N items (a previous
 /// handler returns) and a flush follows; with `--then-pace-us P` as well, an abort is survived instead
 /// (which `abort()` would raise again, so its handler is settled only a second later), no flush follows,

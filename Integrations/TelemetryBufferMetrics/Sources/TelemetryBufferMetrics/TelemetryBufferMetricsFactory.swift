@@ -35,8 +35,8 @@ import TelemetryBuffer
 /// or infinite is dropped and counted by the buffer as `invalid` (a meter keeps the value it had). A
 /// timer's unit is its own: give every `Timer` of a name the same preferred display unit. A value recorded
 /// while one is sent on the same thread (from `beforeSendMetric` or `trace`) is sent; one recorded while
-/// that is sent is dropped and counted (`internal_sdk_error`; a meter still keeps the value it reached). Recording never waits on
-/// disk I/O.
+/// that is sent is dropped and counted (`internal_sdk_error`; a meter still keeps the value it reached).
+/// Recording never waits on disk I/O.
 public struct TelemetryBufferMetricsFactory: MetricsFactory {
     /// The buffer the metrics go to.
     public let buffer: TelemetryBuffer
