@@ -444,7 +444,9 @@ static int settle(int now) {
     // (from before ours: it becomes ours's previous), unless someone changed them since.
     for (int index = 0; index < SIGNAL_COUNT; index++) {
         struct sigaction current_action;
+        // Not over an ignored SIGTERM (the app's handler ignores it from now on), as an install would not.
         if (installed[index] && sigaction(signals_handled[index], NULL, &current_action) == 0
+            && !(signals_handled[index] == SIGTERM && current_action.sa_handler == SIG_IGN)
             && (same_action(&current_action, &previous_actions[index])
                 || (has_handed_to[index] && same_action(&current_action, &handed_to_actions[index])))) {
             previous_actions[index] = current_action;
