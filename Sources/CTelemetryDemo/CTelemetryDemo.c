@@ -44,7 +44,7 @@ void tb_demo_wait_then_exit(int fd) {
 
 static const int reporter_signals[] = { SIGSEGV, SIGABRT, SIGBUS, SIGILL, SIGTRAP, SIGFPE };
 #define REPORTER_SIGNALS (int)(sizeof reporter_signals / sizeof reporter_signals[0])
-static struct sigaction chaining_previous[REPORTER_SIGNALS];
+static struct sigaction reporter_previous[REPORTER_SIGNALS];
 
 static int reporter_index(int signal) {
     for (int index = 0; index < REPORTER_SIGNALS; index++) if (reporter_signals[index] == signal) return index;
@@ -56,7 +56,7 @@ static int reporter_index(int signal) {
 static void chaining_reporter(int signal, siginfo_t *info, void *context) {
     tb_demo_say_error("chaining reporter called\n");
     int index = reporter_index(signal);
-    struct sigaction previous = chaining_previous[index];
+    struct sigaction previous = reporter_previous[index];
     if (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN) {
         sigaction(signal, &previous, NULL);
         raise(signal);
@@ -67,16 +67,19 @@ static void chaining_reporter(int signal, siginfo_t *info, void *context) {
     }
 }
 
-void tb_demo_install_chaining_reporter(void) {
+/// Installs `reporter` for the fatal signals, saving the actions it replaces.
+static void install_reporter(void (*reporter)(int, siginfo_t *, void *)) {
     for (int index = 0; index < REPORTER_SIGNALS; index++) {
         struct sigaction action;
         memset(&action, 0, sizeof action);
-        action.sa_sigaction = chaining_reporter;
+        action.sa_sigaction = reporter;
         action.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&action.sa_mask);
-        sigaction(reporter_signals[index], &action, &chaining_previous[index]);
+        sigaction(reporter_signals[index], &action, &reporter_previous[index]);
     }
 }
+
+void tb_demo_install_chaining_reporter(void) { install_reporter(chaining_reporter); }
 
 /// As KSCrash and SentryCrash hand on: report, then put back the action saved at install and raise the
 /// signal again.
@@ -84,23 +87,14 @@ static void restoring_reporter(int signal, siginfo_t *info, void *context) {
     (void)info;
     (void)context;
     tb_demo_say_error("restoring reporter called\n");
-    sigaction(signal, &chaining_previous[reporter_index(signal)], NULL);
+    sigaction(signal, &reporter_previous[reporter_index(signal)], NULL);
     raise(signal);
 }
 
-void tb_demo_install_restoring_reporter(void) {
-    for (int index = 0; index < REPORTER_SIGNALS; index++) {
-        struct sigaction action;
-        memset(&action, 0, sizeof action);
-        action.sa_sigaction = restoring_reporter;
-        action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-        sigemptyset(&action.sa_mask);
-        sigaction(reporter_signals[index], &action, &chaining_previous[index]);
-    }
-}
+void tb_demo_install_restoring_reporter(void) { install_reporter(restoring_reporter); }
 
-void tb_demo_uninstall_chaining_reporter(void) {
-    for (int index = 0; index < REPORTER_SIGNALS; index++) sigaction(reporter_signals[index], &chaining_previous[index], NULL);
+void tb_demo_uninstall_reporter(void) {
+    for (int index = 0; index < REPORTER_SIGNALS; index++) sigaction(reporter_signals[index], &reporter_previous[index], NULL);
 }
 
 /// Says whether `signal` is blocked on the calling thread.

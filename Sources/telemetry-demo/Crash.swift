@@ -71,7 +71,7 @@ enum Crash {
                 // The last buffer closes while the reporter chains to its handler (and, with
                 // `--reporter-uninstalls`, the reporter then leaves), and a new one is made.
                 buffers.forEach { $0.close() }
-                if arguments.flag("reporter-uninstalls") { tb_demo_uninstall_chaining_reporter() }
+                if arguments.flag("reporter-uninstalls") { tb_demo_uninstall_reporter() }
                 buffers = try buffers.map { try TelemetryBuffer(options: $0.options) }
             }
         }

@@ -34,8 +34,8 @@ void tb_demo_install_chaining_reporter(void);
 /// puts back the action it replaced and raises the signal again, as KSCrash and SentryCrash hand on.
 void tb_demo_install_restoring_reporter(void);
 
-/// Puts back the actions `tb_demo_install_chaining_reporter` (or `…restoring…`) replaced.
-void tb_demo_uninstall_chaining_reporter(void);
+/// Puts back the actions `tb_demo_install_chaining_reporter` or `…restoring…` replaced.
+void tb_demo_uninstall_reporter(void);
 
 /// Installs, for the fatal signals, a plain handler with SA_RESETHAND and SIGUSR1 in its mask, which says
 /// whether SIGUSR1 and the signal are blocked while it runs, then returns.

@@ -13,6 +13,13 @@ final class TraceSamplingContexts: Sendable {
         var order: [TraceID] = []
         /// The bytes of `encoded`.
         var bytes = 0
+
+        /// Removes `trace`'s context, if one is set.
+        mutating func forget(_ trace: TraceID) {
+            guard let removed = encoded.removeValue(forKey: trace) else { return }
+            bytes -= removed.count
+            order.removeAll { $0 == trace }
+        }
     }
 
     static let capacity = 1024
@@ -55,20 +62,11 @@ final class TraceSamplingContexts: Sendable {
         writer.raw("}}\n")
         writer.finish()
         let encoded = buffer.toArray()
-        guard encoded.count <= Self.maxContextBytes else {
-            // Nor the one set before: the trace's head gave this one.
-            state.withLock { state in
-                guard let replaced = state.encoded.removeValue(forKey: trace) else { return }
-                state.bytes -= replaced.count
-                state.order.removeAll { $0 == trace }
-            }
-            return false
-        }
         return state.withLock { state in
-            if let replaced = state.encoded.updateValue(encoded, forKey: trace) {
-                state.bytes -= replaced.count
-                state.order.removeAll { $0 == trace }
-            }
+            // The one set before goes, also for one too large: the trace's head gave this one.
+            state.forget(trace)
+            guard encoded.count <= Self.maxContextBytes else { return false }
+            state.encoded[trace] = encoded
             state.order.append(trace)
             state.bytes += encoded.count
             // The latest stays, whatever its size.

@@ -74,9 +74,7 @@ extension XCTestCase {
                               file: StaticString = #filePath, line: UInt = #line) throws -> [String: Int] {
         let lines = run.lines.map { $0.split(separator: " ").map(String.init) }
         var lost: [String: Int] = [:]
-        for (kind, names) in try deliveredNames(in: folder, spans: spans, metrics: metrics) {
-            let delivered = Set(names.compactMap { Int($0.dropFirst(5)) })
-            let acked = lines.filter { $0.first == "ack" || ($0.first == "drop" && !$0.contains(kind)) }.compactMap { Int($0[1]) }
+        for (kind, acked, delivered) in try acknowledgedAndDelivered(run, in: folder, spans: spans, metrics: metrics) {
             for thread in 0..<threads {
                 // Acknowledged, and the item after the thread's last line (held, killed before its line).
                 var own = acked.filter { $0 % threads == thread }
@@ -100,11 +98,8 @@ extension XCTestCase {
     @discardableResult
     func assertLossesAreHeads(_ run: Demo.Run, in folder: TemporaryDirectory, spans: Bool, metrics: Bool = false, _ label: String,
                               file: StaticString = #filePath, line: UInt = #line) throws -> [String: Int] {
-        let lines = run.lines.map { $0.split(separator: " ").map(String.init) }
         var kept: [String: Int] = [:]
-        for (kind, names) in try deliveredNames(in: folder, spans: spans, metrics: metrics) {
-            let delivered = Set(names.compactMap { Int($0.dropFirst(5)) })
-            let acked = lines.filter { $0.first == "ack" || ($0.first == "drop" && !$0.contains(kind)) }.compactMap { Int($0[1]) }
+        for (kind, acked, delivered) in try acknowledgedAndDelivered(run, in: folder, spans: spans, metrics: metrics) {
             if let first = acked.firstIndex(where: delivered.contains) {
                 let missing = acked[first...].filter { !delivered.contains($0) }
                 XCTAssertEqual(missing, [], "\(label): \(kind)s lost after \(acked[first]) was kept", file: file, line: line)
@@ -112,6 +107,17 @@ extension XCTestCase {
             kept[kind] = acked.filter(delivered.contains).count
         }
         return kept
+    }
+
+    /// For each kind: the items acknowledged for it, in order (an `ack`, or a `drop` of other kinds only),
+    /// and the items delivered.
+    private func acknowledgedAndDelivered(_ run: Demo.Run, in folder: TemporaryDirectory, spans: Bool, metrics: Bool)
+        throws -> [(kind: String, acked: [Int], delivered: Set<Int>)] {
+        let lines = run.lines.map { $0.split(separator: " ").map(String.init) }
+        return try deliveredNames(in: folder, spans: spans, metrics: metrics).map { kind, names in
+            let acked = lines.filter { $0.first == "ack" || ($0.first == "drop" && !$0.contains(kind)) }.compactMap { Int($0[1]) }
+            return (kind, acked, Set(names.compactMap { Int($0.dropFirst(5)) }))
+        }
     }
 
     /// The names of the logs (their bodies), with `spans` of the spans, and with `metrics` of the metrics
